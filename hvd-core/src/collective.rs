@@ -1,0 +1,99 @@
+//! The `Collective` trait: what a transport does, and nothing more.
+
+use crate::{Device, Reduction, Result, Tensor, TensorMut, Topology};
+
+/// A group of ranks that can run collective operations together.
+///
+/// One instance lives on each rank. Every method is *collective*: every rank of the group
+/// calls it, in the same order, with matching arguments (same dtypes, same element counts
+/// where they must match, same root, same reduction). A call returns when the operation is
+/// complete on this rank; asynchrony, naming and ordering live in the runtime above.
+///
+/// Counts are in elements of the tensor's dtype. Tensor names are carried for error
+/// messages and tracing only; a transport never matches on them.
+///
+/// Implementations are `Send + Sync` so that they can be shared behind an `Arc`, but calls
+/// on one instance are meant to come from one thread at a time; a transport may serialise
+/// concurrent calls with a lock.
+///
+/// Every wait inside an implementation has a timeout and ends in an [`Error`](crate::Error)
+/// that names the rank, the tensor and the operation; a dead peer is an error, not a hang.
+/// Prove an implementation with [`conformance`](crate::conformance) (feature
+/// `conformance`).
+pub trait Collective: Send + Sync {
+    /// This rank's place in the group.
+    fn topology(&self) -> &Topology;
+
+    /// Short lower-case name of the transport (`"tcp"`, `"mpi"`, `"nccl"`), used in traces
+    /// (`TCP_ALLREDUCE`) and messages.
+    fn backend(&self) -> &'static str;
+
+    /// Whether tensors in memory of `device` can be passed to this transport.
+    fn supports(&self, device: Device) -> bool;
+
+    /// Reduces every tensor of the batch across the group, in place.
+    ///
+    /// Tensors of a batch may differ in dtype and length but share the reduction. The
+    /// `prescale` factor applies to each rank's contribution, the `postscale` factor to the
+    /// result; see [`ReduceOp`](crate::ReduceOp) for the exact semantics.
+    fn allreduce(&self, tensors: &mut [TensorMut<'_>], reduction: Reduction) -> Result<()>;
+
+    /// Copies every tensor of the batch from `root` to every rank, in place.
+    fn broadcast(&self, tensors: &mut [TensorMut<'_>], root: usize) -> Result<()>;
+
+    /// Concatenates every rank's `input` into `output`, in rank order.
+    ///
+    /// `counts[r]` is the number of elements rank `r` contributes (it may be zero);
+    /// `output` holds exactly their sum. [`gather_counts`](crate::gather_counts) finds the
+    /// counts when only the local one is known.
+    fn allgather(
+        &self,
+        input: &Tensor<'_>,
+        output: &mut TensorMut<'_>,
+        counts: &[usize],
+    ) -> Result<()>;
+
+    /// Sends `send_counts[r]` consecutive elements of `input` to each rank `r` (in rank
+    /// order) and receives `recv_counts[r]` elements from each rank `r` into `output`.
+    fn alltoall(
+        &self,
+        input: &Tensor<'_>,
+        send_counts: &[usize],
+        output: &mut TensorMut<'_>,
+        recv_counts: &[usize],
+    ) -> Result<()>;
+
+    /// Reduces `input` across the group and leaves block `r` of the result on rank `r`.
+    ///
+    /// `counts[r]` is the length of block `r`; `input` holds their sum and `output` holds
+    /// `counts[rank]` elements.
+    fn reducescatter(
+        &self,
+        input: &Tensor<'_>,
+        output: &mut TensorMut<'_>,
+        counts: &[usize],
+        reduction: Reduction,
+    ) -> Result<()>;
+
+    /// Returns once every rank of the group has entered the barrier.
+    fn barrier(&self) -> Result<()>;
+
+    /// Creates a sub-group of `members` (ranks of this group, in the order that becomes the
+    /// sub-group's rank order). Collective over this whole group: every rank calls it with
+    /// the same members; members get the sub-group, the others `None`.
+    fn split(&self, members: &[usize]) -> Result<Option<Box<dyn Collective>>>;
+}
+
+/// Allgathers one `u64` per rank: how many elements each rank will contribute to a
+/// following allgather, or any other per-rank count.
+pub fn gather_counts(group: &dyn Collective, local: usize) -> Result<Vec<usize>> {
+    let size = group.topology().size();
+    let mine = [local as i64];
+    let mut all = vec![0i64; size];
+    group.allgather(
+        &Tensor::from_slice("hvd.counts", &mine),
+        &mut TensorMut::from_slice("hvd.counts", &mut all),
+        &vec![1; size],
+    )?;
+    Ok(all.into_iter().map(|c| c as usize).collect())
+}

@@ -1,0 +1,1 @@
+//! The public conformance suite (being written).

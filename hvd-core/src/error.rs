@@ -1,0 +1,124 @@
+//! The one error type of hvd. Every message names who (rank), what (tensor, operation) and
+//! both sides of a disagreement, because the person reading it is debugging a job that
+//! spans many machines.
+
+use std::time::Duration;
+
+/// Result with hvd's [`Error`] as the default error type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in a collective, a transport, a store or the runtime.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Ranks disagree about a property of the same tensor.
+    #[error(
+        "Mismatched {property} for tensor '{tensor}': rank {rank_a} has {value_a}, rank {rank_b} has {value_b}"
+    )]
+    Mismatch {
+        /// What differs, in plural words ("data types", "shapes", "reduce ops", ...).
+        property: &'static str,
+        tensor: String,
+        rank_a: usize,
+        value_a: String,
+        rank_b: usize,
+        value_b: String,
+    },
+
+    /// A call was made with arguments that cannot work on this rank.
+    #[error("rank {rank}: invalid {op} of tensor '{tensor}': {reason}")]
+    InvalidArgument {
+        rank: usize,
+        op: &'static str,
+        tensor: String,
+        reason: String,
+    },
+
+    /// A peer disappeared (closed, reset or died) while this rank needed it.
+    #[error("rank {rank}: lost rank {peer} during {op} of tensor '{tensor}': {cause}")]
+    PeerLost {
+        rank: usize,
+        peer: usize,
+        op: &'static str,
+        tensor: String,
+        cause: String,
+    },
+
+    /// A wait ran out of time.
+    #[error(
+        "rank {rank}: {op} of tensor '{tensor}' timed out after {waited:?} waiting for {waiting_for}"
+    )]
+    Timeout {
+        rank: usize,
+        op: &'static str,
+        tensor: String,
+        waited: Duration,
+        waiting_for: String,
+    },
+
+    /// A peer sent bytes that break the protocol (garbage, truncation, wrong job).
+    #[error("rank {rank}: protocol error from {peer}: {reason}")]
+    Protocol {
+        rank: usize,
+        peer: String,
+        reason: String,
+    },
+
+    /// The transport cannot do this (device, dtype or operation it does not support).
+    #[error("{backend} transport does not support {what}")]
+    Unsupported { backend: &'static str, what: String },
+
+    /// A configuration value (environment variable, flag or option) is invalid.
+    #[error("invalid value {value:?} for {name}: expected {expected}")]
+    Config {
+        name: String,
+        value: String,
+        expected: String,
+    },
+
+    /// The rendezvous store failed or timed out.
+    #[error("store: {0}")]
+    Store(String),
+
+    /// A system library a transport needs is missing at run time.
+    #[error("{library} is not available: {hint}")]
+    LibraryMissing { library: String, hint: String },
+
+    /// An operating-system error, with what we were doing when it happened.
+    #[error("{context}: {message}")]
+    Io {
+        context: String,
+        message: String,
+        kind: std::io::ErrorKind,
+    },
+
+    /// The job is shutting down; `cause` carries the first failure that started it.
+    #[error("hvd is shut down: {cause}")]
+    Shutdown { cause: String },
+}
+
+impl Error {
+    /// Wraps an I/O error with a description of what was being done.
+    pub fn io(context: impl Into<String>, err: &std::io::Error) -> Self {
+        Error::Io {
+            context: context.into(),
+            message: err.to_string(),
+            kind: err.kind(),
+        }
+    }
+
+    /// Shorthand for [`Error::InvalidArgument`].
+    pub fn invalid(
+        rank: usize,
+        op: &'static str,
+        tensor: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Self {
+        Error::InvalidArgument {
+            rank,
+            op,
+            tensor: tensor.into(),
+            reason: reason.into(),
+        }
+    }
+}

@@ -1,0 +1,75 @@
+//! # hvd-core: the contract every hvd transport and middleware implements
+//!
+//! hvd is data-parallel training in the style of Horovod: every rank trains a copy of the
+//! model on its own shard of the data, and gradients are averaged with collectives
+//! (ring-allreduce and friends) instead of a parameter server. This crate is the part
+//! everything else depends on:
+//!
+//! - [`Collective`]: the trait a transport implements (TCP, MPI, NCCL, RDMA, or yours),
+//!   and that middleware (Tensor Fusion, the Timeline) implements by wrapping another one;
+//! - the vocabulary: [`DType`], [`ReduceOp`] and [`Reduction`], [`Device`], tensor views
+//!   ([`Tensor`], [`TensorMut`]), [`Topology`];
+//! - [`kernels`]: the reduction kernels, the single definition of reduction semantics;
+//! - [`Store`]: rendezvous key-value storage, with in-memory and shared-directory
+//!   implementations;
+//! - [`Error`]: the one error type;
+//! - [`reference`]: an in-process transport (ranks as threads), simple and obviously
+//!   correct, for testing middleware and runtimes without sockets;
+//! - `conformance` (feature `conformance`): the public suite every `Collective` must pass.
+//!
+//! ## Writing a transport
+//! Implement [`Collective`] for a type that holds one rank's connection to the group, run
+//! the checks of [`validate`] at the top of each method, reduce with [`kernels`], and prove
+//! it with `hvd_core::conformance::run_threads` (one instance per thread) or
+//! `hvd_core::conformance::run_rank` (one instance per process).
+//!
+//! ## How other transports map onto the trait
+//! The trait is synchronous, batched, counts in elements, and names tensors only for
+//! messages, so that very different libraries fit it without changes:
+//!
+//! - **MPI**: `allreduce` is `MPI_Allreduce(MPI_IN_PLACE)` per tensor with MPI's own
+//!   datatypes and ops (f16/bf16 and bool through a user-defined `MPI_Op` that calls
+//!   [`kernels`]); `allgather` is `MPI_Allgatherv` with `counts` as recvcounts;
+//!   `broadcast` is `MPI_Bcast`; `alltoall` is `MPI_Alltoallv`; `reducescatter` is
+//!   `MPI_Reduce_scatter`; `split` is `MPI_Comm_create_group` (members only) after an
+//!   agreement on the parent communicator. Errors come from `MPI_ERRORS_RETURN`.
+//! - **NCCL**: tensors carry [`Device::Cuda`] memory as [`DeviceBuffer`]s and the transport
+//!   answers `supports(Device::Cuda(_))`; a batch becomes one `ncclGroupStart` /
+//!   `ncclGroupEnd` group of `ncclAllReduce` calls (with `ncclAvg` and
+//!   `ncclRedOpCreatePreMulSum` for the scale factors) on the transport's stream, and the
+//!   call returns once the stream has synchronised, which keeps the trait synchronous.
+//!   `allgather` with unequal counts and `alltoall` are grouped `ncclSend`/`ncclRecv`;
+//!   `split` is `ncclCommSplit`. A missing libcuda/libnccl is
+//!   [`Error::LibraryMissing`].
+//! - **libfabric / ibverbs**: the same ring algorithms as TCP over reliable datagram
+//!   endpoints (`FI_EP_RDM`) with registered memory; the transport registers the caller's
+//!   buffers per call (or copies through a registered bounce buffer), which the
+//!   borrow-for-one-call rule of [`Tensor`] allows.
+//!
+//! A router that sends CPU tensors to one transport and CUDA tensors to another is itself
+//! a `Collective`: it asks [`Collective::supports`] and forwards.
+
+pub mod collective;
+#[cfg(feature = "conformance")]
+pub mod conformance;
+pub mod device;
+pub mod dtype;
+pub mod error;
+pub mod kernels;
+pub mod op;
+pub mod reference;
+pub mod store;
+pub mod tensor;
+pub mod topology;
+pub mod validate;
+
+pub use collective::{Collective, gather_counts};
+pub use device::Device;
+pub use dtype::{DType, Element};
+pub use error::{Error, Result};
+pub use op::{ReduceOp, Reduction};
+pub use store::{MemoryStore, PrefixStore, Store};
+pub use tensor::{DeviceBuffer, Memory, MemoryMut, Tensor, TensorMut};
+pub use topology::Topology;
+
+pub use half::{bf16, f16};

@@ -1,0 +1,341 @@
+//! Views of named tensors that collectives read and write.
+//!
+//! A view borrows the caller's memory for the length of one call; collectives never keep
+//! it. Host memory is a byte slice. Device memory (for GPU transports) is a raw pointer
+//! wrapped in [`DeviceBuffer`], whose constructor is `unsafe` because nothing in Rust can
+//! check that the pointer is valid.
+
+use std::borrow::Cow;
+use std::marker::PhantomData;
+
+use crate::{DType, Device, Element, Error, Result};
+
+/// A span of device memory, valid for the lifetime `'a` of the call it is passed to.
+#[derive(Debug, Clone, Copy)]
+pub struct DeviceBuffer<'a> {
+    ordinal: u32,
+    ptr: u64,
+    len: usize,
+    _borrow: PhantomData<&'a mut [u8]>,
+}
+
+impl<'a> DeviceBuffer<'a> {
+    /// Wraps `len` bytes of memory of CUDA device `ordinal` starting at `ptr`.
+    ///
+    /// # Safety
+    /// `ptr..ptr+len` must be memory of that device, allocated, and not used by anything
+    /// else while the collective that receives this buffer runs.
+    pub unsafe fn cuda(ordinal: u32, ptr: u64, len: usize) -> Self {
+        DeviceBuffer {
+            ordinal,
+            ptr,
+            len,
+            _borrow: PhantomData,
+        }
+    }
+
+    /// The device the memory belongs to.
+    pub fn device(&self) -> Device {
+        Device::Cuda(self.ordinal)
+    }
+
+    /// The device address of the first byte.
+    pub fn ptr(&self) -> u64 {
+        self.ptr
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when the buffer holds no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// Read-only memory of a tensor.
+#[derive(Debug, Clone, Copy)]
+pub enum Memory<'a> {
+    Host(&'a [u8]),
+    Device(DeviceBuffer<'a>),
+}
+
+/// Writable memory of a tensor.
+#[derive(Debug)]
+pub enum MemoryMut<'a> {
+    Host(&'a mut [u8]),
+    Device(DeviceBuffer<'a>),
+}
+
+/// A read-only view of a named tensor.
+#[derive(Debug, Clone)]
+pub struct Tensor<'a> {
+    name: &'a str,
+    dtype: DType,
+    shape: Cow<'a, [usize]>,
+    memory: Memory<'a>,
+}
+
+/// A writable view of a named tensor.
+#[derive(Debug)]
+pub struct TensorMut<'a> {
+    name: &'a str,
+    dtype: DType,
+    shape: Cow<'a, [usize]>,
+    memory: MemoryMut<'a>,
+}
+
+fn check_len(name: &str, dtype: DType, shape: &[usize], bytes: usize) -> Result<()> {
+    let elements = shape.iter().product::<usize>();
+    if elements.checked_mul(dtype.size()) != Some(bytes) {
+        return Err(Error::InvalidArgument {
+            rank: 0,
+            op: "tensor view",
+            tensor: name.into(),
+            reason: format!(
+                "shape {shape:?} of {dtype} needs {} bytes but the buffer holds {bytes}",
+                elements.saturating_mul(dtype.size())
+            ),
+        });
+    }
+    Ok(())
+}
+
+impl<'a> Tensor<'a> {
+    /// A 1-D view of a typed host slice.
+    pub fn from_slice<T: Element>(name: &'a str, data: &'a [T]) -> Self {
+        Tensor {
+            name,
+            dtype: T::DTYPE,
+            shape: Cow::Owned(vec![data.len()]),
+            memory: Memory::Host(bytemuck::cast_slice(data)),
+        }
+    }
+
+    /// A view of host bytes holding a tensor of `dtype` and `shape`.
+    pub fn from_bytes(
+        name: &'a str,
+        dtype: DType,
+        shape: impl Into<Cow<'a, [usize]>>,
+        bytes: &'a [u8],
+    ) -> Result<Self> {
+        let shape = shape.into();
+        check_len(name, dtype, &shape, bytes.len())?;
+        Ok(Tensor {
+            name,
+            dtype,
+            shape,
+            memory: Memory::Host(bytes),
+        })
+    }
+
+    /// A view of device memory holding a tensor of `dtype` and `shape`.
+    pub fn from_device(
+        name: &'a str,
+        dtype: DType,
+        shape: impl Into<Cow<'a, [usize]>>,
+        buffer: DeviceBuffer<'a>,
+    ) -> Result<Self> {
+        let shape = shape.into();
+        check_len(name, dtype, &shape, buffer.len())?;
+        Ok(Tensor {
+            name,
+            dtype,
+            shape,
+            memory: Memory::Device(buffer),
+        })
+    }
+
+    pub fn name(&self) -> &'a str {
+        self.name
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    pub fn memory(&self) -> Memory<'a> {
+        self.memory
+    }
+
+    pub fn device(&self) -> Device {
+        match &self.memory {
+            Memory::Host(_) => Device::Cpu,
+            Memory::Device(buffer) => buffer.device(),
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.byte_len() / self.dtype.size()
+    }
+
+    /// True when the tensor has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.byte_len() == 0
+    }
+
+    /// Number of bytes.
+    pub fn byte_len(&self) -> usize {
+        match &self.memory {
+            Memory::Host(bytes) => bytes.len(),
+            Memory::Device(buffer) => buffer.len(),
+        }
+    }
+
+    /// The host bytes, or `None` for device memory.
+    pub fn host(&self) -> Option<&'a [u8]> {
+        match self.memory {
+            Memory::Host(bytes) => Some(bytes),
+            Memory::Device(_) => None,
+        }
+    }
+}
+
+impl<'a> TensorMut<'a> {
+    /// A 1-D view of a typed host slice.
+    pub fn from_slice<T: Element>(name: &'a str, data: &'a mut [T]) -> Self {
+        TensorMut {
+            name,
+            dtype: T::DTYPE,
+            shape: Cow::Owned(vec![data.len()]),
+            memory: MemoryMut::Host(bytemuck::cast_slice_mut(data)),
+        }
+    }
+
+    /// A view of host bytes holding a tensor of `dtype` and `shape`.
+    pub fn from_bytes(
+        name: &'a str,
+        dtype: DType,
+        shape: impl Into<Cow<'a, [usize]>>,
+        bytes: &'a mut [u8],
+    ) -> Result<Self> {
+        let shape = shape.into();
+        check_len(name, dtype, &shape, bytes.len())?;
+        Ok(TensorMut {
+            name,
+            dtype,
+            shape,
+            memory: MemoryMut::Host(bytes),
+        })
+    }
+
+    /// A view of device memory holding a tensor of `dtype` and `shape`.
+    pub fn from_device(
+        name: &'a str,
+        dtype: DType,
+        shape: impl Into<Cow<'a, [usize]>>,
+        buffer: DeviceBuffer<'a>,
+    ) -> Result<Self> {
+        let shape = shape.into();
+        check_len(name, dtype, &shape, buffer.len())?;
+        Ok(TensorMut {
+            name,
+            dtype,
+            shape,
+            memory: MemoryMut::Device(buffer),
+        })
+    }
+
+    pub fn name(&self) -> &'a str {
+        self.name
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    pub fn device(&self) -> Device {
+        match &self.memory {
+            MemoryMut::Host(_) => Device::Cpu,
+            MemoryMut::Device(buffer) => buffer.device(),
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.byte_len() / self.dtype.size()
+    }
+
+    /// True when the tensor has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.byte_len() == 0
+    }
+
+    /// Number of bytes.
+    pub fn byte_len(&self) -> usize {
+        match &self.memory {
+            MemoryMut::Host(bytes) => bytes.len(),
+            MemoryMut::Device(buffer) => buffer.len(),
+        }
+    }
+
+    pub fn memory(&mut self) -> &mut MemoryMut<'a> {
+        &mut self.memory
+    }
+
+    /// The host bytes, or `None` for device memory.
+    pub fn host(&self) -> Option<&[u8]> {
+        match &self.memory {
+            MemoryMut::Host(bytes) => Some(bytes),
+            MemoryMut::Device(_) => None,
+        }
+    }
+
+    /// The host bytes for writing, or `None` for device memory.
+    pub fn host_mut(&mut self) -> Option<&mut [u8]> {
+        match &mut self.memory {
+            MemoryMut::Host(bytes) => Some(bytes),
+            MemoryMut::Device(_) => None,
+        }
+    }
+
+    /// A read-only view of the same tensor.
+    pub fn as_tensor(&self) -> Tensor<'_> {
+        Tensor {
+            name: self.name,
+            dtype: self.dtype,
+            shape: Cow::Borrowed(&self.shape),
+            memory: match &self.memory {
+                MemoryMut::Host(bytes) => Memory::Host(bytes),
+                MemoryMut::Device(buffer) => Memory::Device(*buffer),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn views_report_name_dtype_shape_and_sizes() {
+        let mut data = vec![1.0f32; 6];
+        let t = TensorMut::from_slice("grad.w1", &mut data);
+        assert_eq!(
+            (t.name(), t.dtype(), t.shape(), t.len(), t.byte_len()),
+            ("grad.w1", DType::F32, &[6][..], 6, 24)
+        );
+        assert_eq!(t.device(), Device::Cpu);
+    }
+
+    #[test]
+    fn a_shape_that_does_not_fit_the_buffer_is_refused_with_both_sizes() {
+        let bytes = [0u8; 10];
+        let err = Tensor::from_bytes("w", DType::F32, vec![2, 2], &bytes).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "rank 0: invalid tensor view of tensor 'w': shape [2, 2] of f32 needs 16 bytes but the buffer holds 10"
+        );
+    }
+}
