@@ -68,7 +68,7 @@ pub use device::Device;
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use op::{ReduceOp, Reduction};
-pub use store::{MemoryStore, PrefixStore, Store};
+pub use store::{FileStore, MemoryStore, PrefixStore, Store};
 pub use tensor::{DeviceBuffer, Memory, MemoryMut, Tensor, TensorMut};
 pub use topology::Topology;
 

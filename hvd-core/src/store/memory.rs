@@ -2,9 +2,9 @@
 
 use std::collections::HashMap;
 use std::sync::{Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::{Store, parse_counter, timeout_error};
+use super::{Deadline, Store, parse_counter, timeout_error};
 use crate::{Error, Result};
 
 /// An in-memory [`Store`]; share it between threads with an `Arc`.
@@ -34,13 +34,13 @@ impl Store for MemoryStore {
     }
 
     fn get(&self, key: &str, timeout: Duration) -> Result<Vec<u8>> {
-        let deadline = Instant::now() + timeout;
+        let deadline = Deadline::after(timeout);
         let mut entries = self.lock()?;
         loop {
             if let Some(value) = entries.get(key) {
                 return Ok(value.clone());
             }
-            let left = deadline.saturating_duration_since(Instant::now());
+            let left = deadline.left();
             if left.is_zero() {
                 return Err(timeout_error(key, timeout));
             }

@@ -4,13 +4,15 @@
 //! serves a TCP implementation, and this module has an in-memory one (ranks as threads of
 //! one process) and a shared-directory one (ranks on hosts that share a file system).
 
+mod file;
 mod memory;
 mod prefix;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::Result;
 
+pub use file::FileStore;
 pub use memory::MemoryStore;
 pub use prefix::PrefixStore;
 
@@ -72,4 +74,21 @@ pub(crate) fn timeout_error(key: &str, timeout: Duration) -> crate::Error {
     crate::Error::Store(format!(
         "timed out after {timeout:?} waiting for key '{key}': no rank has set it"
     ))
+}
+
+/// When a wait for a key ends. A timeout too long to represent as an instant (such as
+/// `Duration::MAX`, meaning "forever") never ends instead of overflowing.
+pub(crate) struct Deadline(Option<Instant>);
+
+impl Deadline {
+    pub(crate) fn after(timeout: Duration) -> Self {
+        Deadline(Instant::now().checked_add(timeout))
+    }
+
+    /// The time left, zero once the deadline has passed.
+    pub(crate) fn left(&self) -> Duration {
+        self.0.map_or(Duration::MAX, |at| {
+            at.saturating_duration_since(Instant::now())
+        })
+    }
 }
