@@ -26,7 +26,7 @@ use std::fmt;
 use std::sync::Mutex;
 
 use crate::Collective;
-pub use context::Context;
+pub use context::{Context, compare};
 
 /// What the suite covers.
 #[derive(Debug, Clone)]

@@ -4,7 +4,7 @@
 
 use half::{bf16, f16};
 
-use crate::{DType, ReduceOp};
+use crate::{DType, ReduceOp, Reduction, kernels};
 
 /// The value rank `rank` contributes at element `index`, for a check seeded with `salt`.
 ///
@@ -85,6 +85,49 @@ pub fn close(dtype: DType, expected: f64, actual: f64) -> bool {
     }
     let tol = tolerance(dtype);
     tol > 0.0 && (expected - actual).abs() <= tol * expected.abs().max(1.0)
+}
+
+/// The values repeat with this period in the element index (lcm of the moduli in
+/// [`value`]), which lets large tensors be built and checked by copying one period.
+pub const PERIOD: usize = 66;
+
+/// Repeats `block` (whole elements of `width` bytes) until it is `len` elements long.
+pub fn repeat(block: Vec<u8>, width: usize, len: usize) -> Vec<u8> {
+    let total = len * width;
+    let mut out = block;
+    out.truncate(total);
+    while out.len() < total {
+        let take = out.len().min(total - out.len());
+        out.extend_from_within(..take);
+    }
+    out
+}
+
+/// What `rank` contributes to a check: `len` elements of `dtype`.
+pub fn contribution(dtype: DType, op: ReduceOp, rank: usize, len: usize, salt: usize) -> Vec<u8> {
+    let block = encode(
+        dtype,
+        (0..len.min(PERIOD)).map(|i| value(dtype, op, rank, i, salt)),
+    );
+    repeat(block, dtype.size(), len)
+}
+
+/// The result of reducing every rank's contribution with `reduction`, per the kernels'
+/// semantics: prescale each contribution, combine in rank order, finish.
+pub fn reduced(dtype: DType, reduction: Reduction, size: usize, len: usize, salt: usize) -> Vec<u8> {
+    let block_len = len.min(PERIOD);
+    let mut acc = Vec::new();
+    for rank in 0..size {
+        let mut c = contribution(dtype, reduction.op, rank, block_len, salt);
+        kernels::prescale(dtype, reduction, &mut c);
+        if rank == 0 {
+            acc = c;
+        } else {
+            kernels::reduce_into(dtype, reduction.op, &mut acc, &c);
+        }
+    }
+    kernels::finish(dtype, reduction, size, &mut acc);
+    repeat(acc, dtype.size(), len)
 }
 
 #[cfg(test)]
