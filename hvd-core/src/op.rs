@@ -15,7 +15,10 @@ use crate::Error;
 ///   zero (`-7 / 2 == -3`). Float `Average` is the sum divided by the number of ranks.
 /// - `bool`: `Sum` and `Max` are logical OR (any rank true), `Product` and `Min` are logical
 ///   AND (every rank true). `Average` is not defined for bool and is rejected.
-/// - Float `Min`/`Max` of a NaN and a number give the number (IEEE `minNum`/`maxNum`).
+/// - Float `Min`/`Max` of a NaN and a number give the number, and -0 counts as below +0
+///   (IEEE 754-2019 `minimumNumber`/`maximumNumber`), so the result never depends on the
+///   order in which ranks are combined.
+/// - f16 and bf16 are combined in f32 and rounded back to nearest, ties to even.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ReduceOp {
@@ -98,8 +101,9 @@ impl FromStr for ReduceOp {
 ///
 /// `prescale` multiplies each rank's contribution before it is combined, `postscale`
 /// multiplies the combined result (after the division of `Average`). Integer tensors are
-/// scaled through `f64` and truncated toward zero, saturating at the type's bounds; a
-/// factor of exactly 1.0 leaves the data untouched.
+/// scaled through `f64` and truncated toward zero, saturating at the type's bounds; f16
+/// and bf16 are multiplied in `f64` and rounded to `f32`, then to their own type (the
+/// same bits on every CPU); a factor of exactly 1.0 leaves the data untouched.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Reduction {
     pub op: ReduceOp,

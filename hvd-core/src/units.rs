@@ -3,8 +3,7 @@
 use crate::{Error, Result};
 
 /// The accepted forms, for error messages.
-pub const BYTE_FORMS: &str =
-    "a byte count such as 1048576, 4K, 64KiB, 1M, 64MiB, 128MB, 1G (K/KiB/M/MiB/G/GiB are powers of 1024; KB/MB/GB are powers of 1000)";
+pub const BYTE_FORMS: &str = "a byte count such as 1048576, 4K, 64KiB, 1M, 64MiB, 128MB, 1G (K/KiB/M/MiB/G/GiB are powers of 1024; KB/MB/GB are powers of 1000)";
 
 /// Parses a byte size. `name` is what the value came from (an environment variable or a
 /// flag), for the error message.

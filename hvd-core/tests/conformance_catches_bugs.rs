@@ -49,10 +49,9 @@ impl Collective for Buggy {
         if matches!(self.bug, Bug::Rank1CorruptsScaledResults)
             && scaled
             && self.topology().rank() == 1
+            && let Some(byte) = tensors[0].host_mut().and_then(|b| b.first_mut())
         {
-            if let Some(byte) = tensors[0].host_mut().and_then(|b| b.first_mut()) {
-                *byte ^= 0x40;
-            }
+            *byte ^= 0x40;
         }
         Ok(())
     }

@@ -43,7 +43,9 @@ pub fn run(extra: &[String]) -> Result<(), String> {
     if has_nextest() {
         cargo.args(["nextest", "run", "--workspace", "--no-fail-fast"]);
     } else {
-        println!("test-cluster: cargo-nextest not found, using cargo test (install: cargo install cargo-nextest)");
+        println!(
+            "test-cluster: cargo-nextest not found, using cargo test (install: cargo install cargo-nextest)"
+        );
         cargo.args(["test", "--workspace", "--no-fail-fast"]);
     }
     if !features.is_empty() {

@@ -114,7 +114,13 @@ pub fn contribution(dtype: DType, op: ReduceOp, rank: usize, len: usize, salt: u
 
 /// The result of reducing every rank's contribution with `reduction`, per the kernels'
 /// semantics: prescale each contribution, combine in rank order, finish.
-pub fn reduced(dtype: DType, reduction: Reduction, size: usize, len: usize, salt: usize) -> Vec<u8> {
+pub fn reduced(
+    dtype: DType,
+    reduction: Reduction,
+    size: usize,
+    len: usize,
+    salt: usize,
+) -> Vec<u8> {
     let block_len = len.min(PERIOD);
     let mut acc = Vec::new();
     for rank in 0..size {

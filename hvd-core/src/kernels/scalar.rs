@@ -42,8 +42,19 @@ macro_rules! float_arith {
                 match op {
                     ReduceOp::Sum | ReduceOp::Average => self + other,
                     ReduceOp::Product => self * other,
-                    ReduceOp::Min => self.min(other),
-                    ReduceOp::Max => self.max(other),
+                    // A number beats NaN; -0 is below +0, which `f32::min` leaves open.
+                    ReduceOp::Min => match (self.is_nan(), other.is_nan()) {
+                        (_, true) => self,
+                        (true, false) => other,
+                        _ if self == other => if self.is_sign_negative() { self } else { other },
+                        _ => self.min(other),
+                    },
+                    ReduceOp::Max => match (self.is_nan(), other.is_nan()) {
+                        (_, true) => self,
+                        (true, false) => other,
+                        _ if self == other => if self.is_sign_positive() { self } else { other },
+                        _ => self.max(other),
+                    },
                 }
             }
             fn scale(self, factor: f64) -> Self {
@@ -64,7 +75,10 @@ macro_rules! half_arith {
                 <$t>::from_f32(self.to_f32().combine(other.to_f32(), op))
             }
             fn scale(self, factor: f64) -> Self {
-                <$t>::from_f64(self.to_f64() * factor)
+                // Not `from_f64`: `half` rounds f64 -> f16 once in software but twice
+                // (through f32) with F16C, so ranks on different CPUs would disagree.
+                // f64 -> f32 -> half is the same double rounding everywhere.
+                <$t>::from_f32((self.to_f64() * factor) as f32)
             }
             fn divide(self, ranks: usize) -> Self {
                 <$t>::from_f32(self.to_f32() / ranks as f32)
