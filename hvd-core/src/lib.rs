@@ -64,7 +64,7 @@ pub mod topology;
 pub mod units;
 pub mod validate;
 
-pub use collective::{Collective, gather_counts};
+pub use collective::{Collective, allgather_bytes, gather_counts};
 pub use device::Device;
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};

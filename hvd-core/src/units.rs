@@ -43,9 +43,81 @@ pub fn format_bytes(bytes: usize) -> String {
     bytes.to_string()
 }
 
+/// The unit a bare number means in a duration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeUnit {
+    Milliseconds,
+    Seconds,
+}
+
+/// Parses a duration: a number with an optional unit (`ms`, `s`, `m`, `h`); a bare number
+/// is in `bare` units. `name` is what the value came from, for the error message.
+pub fn parse_duration(name: &str, value: &str, bare: TimeUnit) -> Result<std::time::Duration> {
+    let bare_word = match bare {
+        TimeUnit::Milliseconds => "milliseconds",
+        TimeUnit::Seconds => "seconds",
+    };
+    let bad = || Error::Config {
+        name: name.into(),
+        value: value.into(),
+        expected: format!(
+            "a duration such as 1.5, 500ms, 30s, 5m or 1h (a bare number is in {bare_word})"
+        ),
+    };
+    let text = value.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number.parse().map_err(|_| bad())?;
+    let seconds_per_unit = match (unit.trim(), bare) {
+        ("", TimeUnit::Milliseconds) | ("ms", _) => 1e-3,
+        ("", TimeUnit::Seconds) | ("s", _) => 1.0,
+        ("m" | "min", _) => 60.0,
+        ("h", _) => 3600.0,
+        _ => return Err(bad()),
+    };
+    std::time::Duration::try_from_secs_f64(number * seconds_per_unit).map_err(|_| bad())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn durations_with_and_without_units() {
+        let ms = TimeUnit::Milliseconds;
+        let s = TimeUnit::Seconds;
+        assert_eq!(
+            parse_duration("x", "1", ms).unwrap(),
+            Duration::from_millis(1)
+        );
+        assert_eq!(
+            parse_duration("x", "2.5", ms).unwrap(),
+            Duration::from_micros(2500)
+        );
+        assert_eq!(
+            parse_duration("x", "60", s).unwrap(),
+            Duration::from_secs(60)
+        );
+        assert_eq!(
+            parse_duration("x", "5m", s).unwrap(),
+            Duration::from_secs(300)
+        );
+        assert_eq!(
+            parse_duration("x", "250ms", s).unwrap(),
+            Duration::from_millis(250)
+        );
+        assert_eq!(
+            parse_duration("HVD_CYCLE_TIME", "soon", ms)
+                .unwrap_err()
+                .to_string(),
+            "invalid value \"soon\" for HVD_CYCLE_TIME: expected a duration such as 1.5, 500ms, 30s, 5m or 1h (a bare number is in milliseconds)"
+        );
+        assert!(parse_duration("x", "-1", s).is_err());
+        assert!(parse_duration("x", "1e999", s).is_err());
+    }
 
     #[test]
     fn binary_and_decimal_units() {
