@@ -31,6 +31,14 @@ pub trait Collective: Send + Sync {
     /// Whether tensors in memory of `device` can be passed to this transport.
     fn supports(&self, device: Device) -> bool;
 
+    /// True when the transport moves a whole batch as one operation without copying it
+    /// (scatter-gather I/O, grouped calls), so Tensor Fusion need not pack batches into
+    /// a buffer of its own. The default, false, suits transports that run one tensor at
+    /// a time.
+    fn fuses_batches(&self) -> bool {
+        false
+    }
+
     /// Reduces every tensor of the batch across the group, in place.
     ///
     /// Tensors of a batch may differ in dtype and length but share the reduction. The
@@ -110,6 +118,9 @@ macro_rules! forward_collective {
             }
             fn supports(&self, device: Device) -> bool {
                 (**self).supports(device)
+            }
+            fn fuses_batches(&self) -> bool {
+                (**self).fuses_batches()
             }
             fn allreduce(&self, tensors: &mut [TensorMut<'_>], reduction: Reduction) -> Result<()> {
                 (**self).allreduce(tensors, reduction)

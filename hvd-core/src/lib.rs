@@ -61,6 +61,7 @@ pub mod reference;
 pub mod store;
 pub mod tensor;
 pub mod topology;
+pub mod trace;
 pub mod units;
 pub mod validate;
 

@@ -1,6 +1,7 @@
 //! Moving a batch's tensors in and out of the fusion buffer, and handing the inner
 //! collective views of them.
 
+use hvd_core::trace::{SpanArgs, Tracer};
 use hvd_core::{DType, Error, MemoryMut, Result, TensorMut};
 
 use crate::pack::{Item, Pack};
@@ -37,35 +38,79 @@ fn not_host(t: &TensorMut<'_>) -> Error {
     }
 }
 
+/// The span of a tensor's copy into the fusion buffer (prescale included), as Horovod
+/// names it in its timeline.
+pub const MEMCPY_IN_FUSION_BUFFER: &str = "MEMCPY_IN_FUSION_BUFFER";
+/// The span of a tensor's copy out of the fusion buffer.
+pub const MEMCPY_OUT_FUSION_BUFFER: &str = "MEMCPY_OUT_FUSION_BUFFER";
+
+/// Runs `copy` inside span `activity` on the row of tensor `name`, when there is a tracer.
+fn traced<T>(
+    tracer: Option<&dyn Tracer>,
+    activity: &str,
+    name: &str,
+    args: SpanArgs,
+    copy: impl FnOnce() -> T,
+) -> T {
+    let Some(tracer) = tracer else {
+        return copy();
+    };
+    tracer.begin(name, activity, args);
+    let out = copy();
+    tracer.end(name, activity);
+    out
+}
+
+/// The span args of `t`, built only when there is a tracer to take them.
+fn args_for(tracer: Option<&dyn Tracer>, t: &TensorMut<'_>) -> SpanArgs {
+    match tracer {
+        Some(_) => SpanArgs::of(t.dtype(), t.shape(), t.byte_len()),
+        None => SpanArgs::default(),
+    }
+}
+
 /// Copies the pack's members back to back into `region`, calling `prepare` on each
 /// member's bytes right after its copy.
 pub(crate) fn copy_in(
     tensors: &[TensorMut<'_>],
     pack: &Pack,
     region: &mut [u8],
+    tracer: Option<&dyn Tracer>,
     prepare: impl Fn(&mut [u8]),
 ) -> Result<()> {
     let mut at = 0;
     for t in pack.members.iter().map(|i| &tensors[*i]) {
         let src = t.host().ok_or_else(|| not_host(t))?;
         let dst = &mut region[at..at + src.len()];
-        dst.copy_from_slice(src);
-        prepare(dst);
+        let args = args_for(tracer, t);
+        traced(tracer, MEMCPY_IN_FUSION_BUFFER, t.name(), args, || {
+            dst.copy_from_slice(src);
+            prepare(dst);
+        });
         at += src.len();
     }
     Ok(())
 }
 
 /// Copies the pack's members back out of `region`.
-pub(crate) fn copy_out(tensors: &mut [TensorMut<'_>], pack: &Pack, region: &[u8]) -> Result<()> {
+pub(crate) fn copy_out(
+    tensors: &mut [TensorMut<'_>],
+    pack: &Pack,
+    region: &[u8],
+    tracer: Option<&dyn Tracer>,
+) -> Result<()> {
     let mut at = 0;
     for i in &pack.members {
         let t = &mut tensors[*i];
+        let (name, args) = (t.name(), args_for(tracer, t));
         let Some(dst) = t.host_mut() else {
             return Err(not_host(t));
         };
-        dst.copy_from_slice(&region[at..at + dst.len()]);
-        at += dst.len();
+        let src = &region[at..at + dst.len()];
+        traced(tracer, MEMCPY_OUT_FUSION_BUFFER, name, args, || {
+            dst.copy_from_slice(src)
+        });
+        at += src.len();
     }
     Ok(())
 }

@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use hvd_core::trace::Tracer;
 use hvd_core::{Collective, Device, Reduction, Result, Tensor, TensorMut, Topology, validate};
 
 use crate::batch;
@@ -23,19 +24,31 @@ pub struct Fusion<C: Collective> {
     /// set, as Horovod's one global threshold does.
     threshold: Arc<AtomicUsize>,
     buffer: Mutex<FusionBuffer>,
+    /// Receives the copies into and out of the fusion buffer (for the Timeline).
+    tracer: Option<Arc<dyn Tracer>>,
 }
 
 impl<C: Collective> Fusion<C> {
     /// Wraps `inner`, packing up to `threshold_bytes` bytes per pack; 0 turns fusion off.
     pub fn new(inner: C, threshold_bytes: usize) -> Self {
-        Fusion::sharing(inner, Arc::new(AtomicUsize::new(threshold_bytes)))
+        Fusion::sharing(inner, Arc::new(AtomicUsize::new(threshold_bytes)), None)
     }
 
-    fn sharing(inner: C, threshold: Arc<AtomicUsize>) -> Self {
+    /// Reports a `MEMCPY_IN_FUSION_BUFFER` and a `MEMCPY_OUT_FUSION_BUFFER` span to
+    /// `tracer` for every tensor copied into and out of the fusion buffer, on the tensor's
+    /// own row, with its dtype, shape and bytes. Sub-groups made by `split` report to the
+    /// same tracer.
+    pub fn with_tracer(mut self, tracer: Arc<dyn Tracer>) -> Self {
+        self.tracer = Some(tracer);
+        self
+    }
+
+    fn sharing(inner: C, threshold: Arc<AtomicUsize>, tracer: Option<Arc<dyn Tracer>>) -> Self {
         Fusion {
             inner,
             threshold,
             buffer: Mutex::new(FusionBuffer::default()),
+            tracer,
         }
     }
 
@@ -62,7 +75,9 @@ impl<C: Collective> Fusion<C> {
     fn fuse(&self, tensors: &mut [TensorMut<'_>], op: FusedOp) -> Result<()> {
         // Read once: a concurrent `set_threshold` must not change the plan halfway.
         let threshold = self.threshold();
-        if threshold == 0 || tensors.len() < 2 {
+        // A transport that moves a batch whole without copying (scatter-gather I/O) does
+        // what packing would, minus two copies of every byte.
+        if threshold == 0 || tensors.len() < 2 || self.inner.fuses_batches() {
             return op.call(&self.inner, tensors, false);
         }
         let plan = pack::plan(&batch::items(tensors, |d| op.packed_dtype(d)), threshold);
@@ -73,13 +88,18 @@ impl<C: Collective> Fusion<C> {
             "fusing a batch"
         );
         let rank = self.inner.topology().rank();
+        // Asked once per batch, so that a tracer switched on or off halfway cannot leave a
+        // begin without its end.
+        let tracer = self.tracer.as_deref().filter(|t| t.enabled());
         // The buffer is scratch space: after a panic elsewhere it is as good as ever.
         let mut buffer = self.buffer.lock().unwrap_or_else(PoisonError::into_inner);
         for round in &plan.rounds {
             let mut regions = round.carve(buffer.region(round.bytes()));
             if op.sends(rank) {
                 for (pack, region) in round.packs.iter().zip(regions.iter_mut()) {
-                    batch::copy_in(tensors, pack, region, |bytes| op.prepare(pack.dtype, bytes))?;
+                    batch::copy_in(tensors, pack, region, tracer, |bytes| {
+                        op.prepare(pack.dtype, bytes)
+                    })?;
                 }
             }
             let names: Vec<String> = round
@@ -92,7 +112,7 @@ impl<C: Collective> Fusion<C> {
             drop(views);
             if op.receives(rank) {
                 for (pack, region) in round.packs.iter().zip(&regions) {
-                    batch::copy_out(tensors, pack, region)?;
+                    batch::copy_out(tensors, pack, region, tracer)?;
                 }
             }
         }
@@ -110,6 +130,7 @@ impl<C: Collective> fmt::Debug for Fusion<C> {
         f.debug_struct("Fusion")
             .field("inner", &self.inner.backend())
             .field("threshold", &self.threshold())
+            .field("tracer", &self.tracer)
             .finish_non_exhaustive()
     }
 }
@@ -125,6 +146,10 @@ impl<C: Collective> Collective for Fusion<C> {
 
     fn supports(&self, device: Device) -> bool {
         self.inner.supports(device)
+    }
+
+    fn fuses_batches(&self) -> bool {
+        true
     }
 
     fn allreduce(&self, tensors: &mut [TensorMut<'_>], reduction: Reduction) -> Result<()> {
@@ -178,8 +203,112 @@ impl<C: Collective> Collective for Fusion<C> {
     fn split(&self, members: &[usize]) -> Result<Option<Box<dyn Collective>>> {
         let sub = self.inner.split(members)?;
         Ok(sub.map(|sub| {
-            let fused = Fusion::sharing(sub, self.threshold.clone());
+            let fused = Fusion::sharing(sub, self.threshold.clone(), self.tracer.clone());
             Box::new(fused) as Box<dyn Collective>
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicBool;
+
+    use hvd_core::reference::LocalGroup;
+    use hvd_core::trace::SpanArgs;
+    use hvd_core::{DType, ReduceOp};
+
+    use super::*;
+    use crate::{MEMCPY_IN_FUSION_BUFFER as IN, MEMCPY_OUT_FUSION_BUFFER as OUT};
+
+    /// What a tracer heard: `B`/`E`, tensor, activity, args of a begin.
+    type Heard = (char, String, &'static str, Option<SpanArgs>);
+
+    #[derive(Default)]
+    struct Log {
+        on: AtomicBool,
+        heard: Mutex<Vec<Heard>>,
+    }
+
+    impl Log {
+        fn take(&self) -> Vec<Heard> {
+            std::mem::take(&mut *self.heard.lock().unwrap())
+        }
+    }
+
+    fn activity(name: &str) -> &'static str {
+        [IN, OUT].into_iter().find(|a| *a == name).unwrap()
+    }
+
+    impl Tracer for Log {
+        fn enabled(&self) -> bool {
+            self.on.load(Ordering::Relaxed)
+        }
+        fn begin(&self, tensor: &str, name: &str, args: SpanArgs) {
+            let event = ('B', tensor.to_owned(), activity(name), Some(args));
+            self.heard.lock().unwrap().push(event);
+        }
+        fn end(&self, tensor: &str, name: &str) {
+            let event = ('E', tensor.to_owned(), activity(name), None);
+            self.heard.lock().unwrap().push(event);
+        }
+        fn instant(&self, _: &str, _: &str) {
+            unreachable!("fusion reports spans only")
+        }
+    }
+
+    fn spans(activity: &'static str, tensors: &[(&str, SpanArgs)]) -> Vec<Heard> {
+        tensors
+            .iter()
+            .flat_map(|(name, args)| {
+                [
+                    ('B', name.to_string(), activity, Some(args.clone())),
+                    ('E', name.to_string(), activity, None),
+                ]
+            })
+            .collect()
+    }
+
+    #[test]
+    fn each_packed_tensor_gets_memcpy_spans_with_its_args() {
+        let log = Arc::new(Log::default());
+        let rank = LocalGroup::new(1).build().remove(0);
+        let fusion = Fusion::new(rank, 1024).with_tracer(log.clone());
+        let (mut a, mut b, mut big) = (vec![1.0f32; 4], vec![2u8; 6], vec![3.0f32; 1000]);
+        fn views<'v>(a: &'v mut [f32], b: &'v mut [u8], big: &'v mut [f32]) -> [TensorMut<'v>; 3] {
+            [
+                TensorMut::from_slice("a", a),
+                TensorMut::from_bytes("b", DType::U8, vec![2, 3], b).unwrap(),
+                // Larger than the threshold: reduced where it is, no copy, no span.
+                TensorMut::from_slice("big", big),
+            ]
+        }
+        let sum = Reduction::new(ReduceOp::Sum);
+
+        fusion
+            .allreduce(&mut views(&mut a, &mut b, &mut big), sum)
+            .unwrap();
+        assert_eq!(
+            log.take(),
+            [],
+            "nothing is reported while the tracer is off"
+        );
+
+        log.on.store(true, Ordering::Relaxed);
+        fusion
+            .allreduce(&mut views(&mut a, &mut b, &mut big), sum)
+            .unwrap();
+        let packed = [
+            ("a", SpanArgs::of(DType::F32, &[4], 16)),
+            ("b", SpanArgs::of(DType::U8, &[2, 3], 6)),
+        ];
+        // Packs by dtype: a's pack, then b's, each copied in, then each copied out.
+        let expected = [spans(IN, &packed), spans(OUT, &packed)].concat();
+        assert_eq!(log.take(), expected);
+
+        // The root of a broadcast only copies in; its own data needs no copy back.
+        fusion
+            .broadcast(&mut views(&mut a, &mut b, &mut big), 0)
+            .unwrap();
+        assert_eq!(log.take(), spans(IN, &packed));
     }
 }

@@ -67,6 +67,14 @@
 //!
 //! Bad calls are checked with [`hvd_core::validate`] before anything is packed, so their
 //! errors read exactly as without fusion.
+//!
+//! ## Tracing
+//! [`Fusion::with_tracer`] hands it a [`Tracer`](hvd_core::trace::Tracer) (the Timeline's
+//! recorder), which receives a [`MEMCPY_IN_FUSION_BUFFER`] span around each tensor's copy
+//! into the buffer (its prescale included) and a [`MEMCPY_OUT_FUSION_BUFFER`] span around
+//! its copy back out, on the tensor's own row with its dtype, shape and bytes. Tensors that
+//! pass through unpacked are not copied and get no span. Without a tracer, or while it is
+//! disabled, nothing is recorded or built.
 
 mod batch;
 mod buffer;
@@ -74,4 +82,5 @@ mod fused_op;
 mod fusion;
 mod pack;
 
+pub use batch::{MEMCPY_IN_FUSION_BUFFER, MEMCPY_OUT_FUSION_BUFFER};
 pub use fusion::{DEFAULT_THRESHOLD, Fusion};

@@ -1,0 +1,155 @@
+//! Broadcast down a tree, chunk by chunk: each rank forwards chunk `j` to its children as
+//! soon as it has it, so large messages stream through a chain (root, root + 1, ..) at
+//! link speed, and small ones take a binomial tree's `ceil(log2 n)` hops.
+
+use std::io;
+use std::ops::Range;
+
+use crate::layout::Layout;
+use crate::schedule::{Action, Data, Done, Recv, Schedule};
+
+/// One rank's part of a tree broadcast.
+#[derive(Debug)]
+pub(crate) struct Tree {
+    parent: Option<usize>,
+    children: Vec<usize>,
+    chunks: Vec<Range<usize>>,
+    /// Chunks released to each child.
+    released: Vec<usize>,
+    sends_done: usize,
+    receives_released: usize,
+    receives_done: usize,
+}
+
+impl Tree {
+    /// A chain from `root` through every rank in order, in chunks of `chunk_bytes`.
+    pub(crate) fn chain(
+        rank: usize,
+        size: usize,
+        root: usize,
+        layout: &Layout<'_>,
+        chunk_bytes: usize,
+    ) -> Tree {
+        let index = (rank + size - root) % size;
+        let rank_of = |index: usize| (index + root) % size;
+        let parent = (index > 0).then(|| rank_of(index - 1));
+        let children = if index + 1 < size {
+            vec![rank_of(index + 1)]
+        } else {
+            vec![]
+        };
+        let k = layout.len().div_ceil(chunk_bytes.max(1)).max(1);
+        Tree::new(parent, children, layout.split(0..layout.len(), k))
+    }
+
+    /// A binomial tree rooted at `root`, the whole message as one frame.
+    pub(crate) fn binomial(rank: usize, size: usize, root: usize, layout: &Layout<'_>) -> Tree {
+        let index = (rank + size - root) % size;
+        let rank_of = |index: usize| (index + root) % size;
+        // The parent clears the highest set bit; children set each higher bit, farthest
+        // (largest subtree) first.
+        let parent = (index > 0).then(|| rank_of(index - (1 << index.ilog2())));
+        let lowest_free = if index == 0 { 0 } else { index.ilog2() + 1 };
+        let mut children: Vec<usize> = (lowest_free..usize::BITS)
+            .map(|bit| 1usize << bit)
+            .take_while(|step| index + step < size)
+            .map(|step| rank_of(index + step))
+            .collect();
+        children.reverse();
+        Tree::new(parent, children, layout.split(0..layout.len(), 1))
+    }
+
+    fn new(parent: Option<usize>, children: Vec<usize>, chunks: Vec<Range<usize>>) -> Tree {
+        Tree {
+            parent,
+            released: vec![0; children.len()],
+            children,
+            chunks,
+            sends_done: 0,
+            receives_released: 0,
+            receives_done: 0,
+        }
+    }
+
+    /// Chunks this rank holds and may forward.
+    fn available(&self) -> usize {
+        match self.parent {
+            Some(_) => self.receives_done,
+            None => self.chunks.len(),
+        }
+    }
+}
+
+impl Schedule for Tree {
+    fn peers(&self) -> Vec<usize> {
+        self.parent.iter().chain(&self.children).copied().collect()
+    }
+
+    fn next_send(&mut self, peer: usize) -> Option<Range<usize>> {
+        let child = self.children.iter().position(|c| *c == peer)?;
+        let next = self.released[child];
+        if next >= self.available() {
+            return None;
+        }
+        self.released[child] += 1;
+        Some(self.chunks[next].clone())
+    }
+
+    fn next_recv(&mut self, peer: usize) -> Option<Recv> {
+        if self.parent != Some(peer) || self.receives_released == self.chunks.len() {
+            return None;
+        }
+        self.receives_released += 1;
+        Some(Recv::new(
+            self.chunks[self.receives_released - 1].clone(),
+            Action::Place,
+        ))
+    }
+
+    fn complete(&mut self, done: Done, _: &mut Data<'_, '_>) -> io::Result<()> {
+        match done {
+            Done::Sent(_) => self.sends_done += 1,
+            Done::Received(_) => self.receives_done += 1,
+        }
+        Ok(())
+    }
+
+    fn is_done(&self) -> bool {
+        let received = self.parent.is_none() || self.receives_done == self.chunks.len();
+        received && self.sends_done == self.children.len() * self.chunks.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binomial_tree_from_a_nonzero_root() {
+        let layout = Layout::new();
+        // Root 2 of 6: indices 0..6 are ranks 2,3,4,5,0,1.
+        let root = Tree::binomial(2, 6, 2, &layout);
+        assert_eq!((root.parent, root.children.clone()), (None, vec![0, 4, 3]));
+        let index_1 = Tree::binomial(3, 6, 2, &layout);
+        assert_eq!(
+            (index_1.parent, index_1.children.clone()),
+            (Some(2), vec![1, 5])
+        );
+        let index_5 = Tree::binomial(1, 6, 2, &layout);
+        assert_eq!((index_5.parent, index_5.children), (Some(3), vec![]));
+    }
+
+    #[test]
+    fn chain_forwards_only_what_arrived() {
+        let mut bytes = vec![0u8; 32];
+        let mut layout = Layout::new();
+        layout.push(hvd_core::DType::U8, &mut bytes);
+        let mut middle = Tree::chain(1, 3, 0, &layout, 8);
+        assert_eq!(middle.peers(), [0, 2]);
+        assert_eq!(middle.next_send(2), None);
+        assert_eq!(middle.next_recv(0).map(|r| r.range), Some(0..8));
+        middle.receives_done = 1;
+        assert_eq!(middle.next_send(2), Some(0..8));
+        assert_eq!(middle.next_send(2), None);
+    }
+}

@@ -1,0 +1,126 @@
+//! # hvd-gloo-tcp: collectives over TCP, the default hvd transport
+//!
+//! [`TcpCollective`] implements [`hvd_core::Collective`] (backend name `"tcp"`) over plain
+//! TCP sockets, in pure Rust: no MPI, no Gloo, no system library. Host memory only.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use hvd_core::{Collective, MemoryStore, ReduceOp, Reduction, TensorMut};
+//! use hvd_gloo_tcp::{TcpCollective, TcpConfig};
+//!
+//! # fn main() -> hvd_core::Result<()> {
+//! let store = Arc::new(MemoryStore::new()); // shared by every rank (threads here)
+//! let group = TcpCollective::connect(store, 0, 1, TcpConfig::from_env()?)?;
+//! let mut grad = vec![1.0f32; 1024];
+//! group.allreduce(&mut [TensorMut::from_slice("grad", &mut grad)], Reduction::new(ReduceOp::Average))?;
+//! # Ok(()) }
+//! ```
+//!
+//! ## Forming a group
+//! Every rank binds a listener on a port the system picks and publishes, under
+//! `tcp/addr/<rank>` in the [`Store`](hvd_core::Store), its host identity, its port and the
+//! addresses other hosts may dial. It then connects to every other rank (a full mesh; rank
+//! `i` dials the ranks below it), retrying with backoff until `start_timeout`; a rank that
+//! never appears is named in the error.
+//!
+//! - **Addresses.** With `HVD_IFACE` the rank listens on that interface's address only.
+//!   Otherwise it listens on all addresses and publishes those of physical-looking
+//!   interfaces (never `docker*`, `br-*`, `veth*`, `virbr*`, loopback or link-local).
+//!   Loopback is used only when every rank is on one host.
+//! - **Hosts.** A host is identified by its hostname plus the sorted set of its
+//!   non-loopback addresses, so network namespaces on one machine count as different
+//!   hosts. The [`Topology`](hvd_core::Topology) (local and cross ranks) comes from these.
+//! - **Sockets.** `TCP_NODELAY`, 4 MiB send and receive buffers, TCP keepalive.
+//!
+//! ## Handshake
+//! Every connection starts with a handshake: protocol version, job id (`HVD_JOB_ID`) and
+//! group, both ranks, the group size, and a mutual challenge-response: each side sends a
+//! fresh 32-byte nonce and proves it holds the shared secret (`HVD_SECRET`) with an
+//! HMAC-SHA256 over both nonces, the ranks and the group, labelled by role. **When
+//! `HVD_SECRET` is unset every rank uses the empty secret**: the handshake then still
+//! rejects other protocols, jobs and sizes, but anyone who can reach the ports can join.
+//! A caller that fails any check, sends garbage, or says nothing for 5 s is dropped and
+//! logged at warn with its address; it never joins, and it does not delay the real ranks
+//! (each caller is answered in a thread of its own).
+//!
+//! ## Algorithms
+//! Each call is a schedule of frames run by one `mio` event loop per group on nonblocking
+//! sockets, in the calling thread: sends, receives and reductions of all peers progress
+//! together, with no thread hand-off per message. Batches travel as one message (or one
+//! ring pass): the tensors of a batch are gathered and scattered with `writev`/`readv`
+//! straight from and into the caller's memory. Reductions use [`hvd_core::kernels`]
+//! (prescale before, average and postscale once at the end), for every dtype and op.
+//!
+//! | call | at most `small_bytes` (default 64 KiB) | larger |
+//! |---|---|---|
+//! | allreduce | recursive doubling (non-powers of two fold the extra ranks in first) | pipelined ring: reduce-scatter, then allgather |
+//! | broadcast | binomial tree | pipelined chain from the root |
+//! | allgather | direct exchange, one round | pipelined ring |
+//! | alltoall | direct pairwise exchange over the mesh | same, in frames of `chunk_bytes` |
+//! | reducescatter | pipelined ring (reduce-scatter only) | same |
+//! | barrier | dissemination (`ceil(log2 n)` rounds of empty frames) | |
+//!
+//! The crossover is `small_bytes`, the total bytes of the call (`HVD_TCP_SMALL_BYTES`):
+//! below it the number of message latencies matters more than the bytes each rank moves
+//! (`log2 n` steps instead of `2 (n - 1)`); above it the ring moves the optimal
+//! `2 (n - 1) / n` of the data per rank. Ring and chain transfers are cut into frames of
+//! `chunk_bytes` (512 KiB), and each rank forwards a chunk as soon as it has it. While a
+//! call waits it polls its sockets for `busy_poll` (50 us) before sleeping, because waking
+//! from a sleep costs tens of microseconds, more than a small message takes.
+//! `split` connects a sub-group of its own through the same store, under a namespace of
+//! the parent's, so calls on a parent and on its sub-groups may run in different threads.
+//!
+//! ## Frames
+//! Every message carries a 24-byte header: magic, kind, operation, the call's sequence
+//! number, the frame's number within the call, and the payload length. The receiver knows
+//! what it expects and checks all of it before a byte reaches a tensor: garbage is an
+//! [`Error::Protocol`](hvd_core::Error::Protocol), a length that differs (ranks passed
+//! different sizes) an [`Error::InvalidArgument`](hvd_core::Error::InvalidArgument), both
+//! naming the peer, the operation and the tensor. Lengths from the wire never size an
+//! allocation beyond what the call itself needs (ABORT causes are capped at 4 KiB).
+//!
+//! ## Faults
+//! A peer that resets or closes its connection fails the call at once with
+//! [`Error::PeerLost`](hvd_core::Error::PeerLost) naming it; a silent one after
+//! `op_timeout` (`HVD_TCP_TIMEOUT`, 60 s) with [`Error::Timeout`](hvd_core::Error::Timeout).
+//! The rank that sees a failure first sends an ABORT frame carrying the culprit and the
+//! cause on every connection (after finishing any frame it was in the middle of), then
+//! shuts them down, so ranks that are not connected to the culprit in the current
+//! algorithm fail promptly too, with `PeerLost { peer: <culprit>, cause: "reported by
+//! rank X: ..." }`. After a failure the group is poisoned: every later call returns the
+//! same error at once.
+//!
+//! ## Environment
+//! | variable | meaning | default |
+//! |---|---|---|
+//! | `HVD_IFACE` (`HOROVOD_GLOO_IFACE`) | interface to use | automatic |
+//! | `HVD_SECRET` | shared secret | empty |
+//! | `HVD_JOB_ID` | job id | empty |
+//! | `HVD_START_TIMEOUT` | seconds to form the group | 30 |
+//! | `HVD_TCP_TIMEOUT` | seconds a call waits on a silent peer | 60 |
+//! | `HVD_TCP_SMALL_BYTES` | crossover to the latency-optimal algorithms | 64K |
+
+mod addr;
+mod barrier;
+mod broadcast;
+mod collective;
+mod config;
+mod exchange;
+mod fault;
+mod frame;
+mod handshake;
+mod io;
+mod layout;
+mod phases;
+mod record;
+mod recursive;
+mod rendezvous;
+mod ring;
+mod schedule;
+mod socket;
+
+pub use collective::TcpCollective;
+pub use config::TcpConfig;
+
+#[cfg(test)]
+mod wire_faults;

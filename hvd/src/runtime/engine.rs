@@ -1,0 +1,350 @@
+//! The background thread of one process set: drain the queue, negotiate, run what every
+//! rank is ready for in the agreed order, complete handles.
+//!
+//! Negotiation has no privileged coordinator process: each cycle the ranks AND a small
+//! vector (flags plus one bit per response-cache slot); only when some rank has something
+//! new to say do they allgather their announcements, and then every rank feeds the same
+//! announcements in the same order into its own copy of the message table, so every rank
+//! reaches the same responses in the same order, mismatch errors included. Decisions that
+//! depend on a clock (stall shutdown) are taken by rank 0 alone and travel in its
+//! announcement, so they too are the same everywhere.
+//!
+//! Latency policy: the thread sleeps at most one cycle time when idle, but a submission
+//! wakes it at once, so a lone small tensor never waits out a cycle; under load, tensors
+//! submitted while a cycle runs are batched into the next one.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use hvd_core::{Collective, DType, Error, ReduceOp, Reduction, Result, TensorMut, allgather_bytes};
+
+use crate::autotune::Params;
+
+use super::buffer::AnyBuffer;
+use super::cache::ResponseCache;
+use super::config::Config;
+use super::handle::Slot;
+use super::queue::{Queue, Submission};
+use super::request::{OpKind, Request};
+use super::response::Response;
+use super::stall::StallInspector;
+use super::stats::Stats;
+use super::table::MessageTable;
+use super::tuning::Tuning;
+use super::wire::Announcement;
+use crate::stack::Stack;
+
+/// Where a pending tensor is in negotiation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Progress {
+    /// Waiting for every rank to set this response-cache slot's bit.
+    Cached(usize),
+    /// To be announced in the next cycle.
+    ToAnnounce,
+    /// Announced; waiting in the message table.
+    Announced,
+}
+
+/// A tensor this rank submitted that has not completed.
+pub(super) struct Pending {
+    pub request: Request,
+    pub buffer: Option<Box<dyn AnyBuffer>>,
+    pub slot: Arc<Slot>,
+    pub progress: Progress,
+    /// Local submission order: announcements keep it.
+    pub seq: u64,
+    pub since: Instant,
+}
+
+/// What runs process-set changes for the global set's engine.
+pub(crate) trait SetRegistry: Send + Sync {
+    /// Creates a process set of `members` (global ranks) from the global transport;
+    /// returns its id.
+    fn add(&self, members: &[usize]) -> Result<usize>;
+    /// Removes process set `id`.
+    fn remove(&self, id: usize) -> Result<()>;
+}
+
+/// Everything an engine is built from.
+pub(crate) struct EngineParts {
+    /// The transport, used directly for negotiation.
+    pub control: Arc<dyn Collective>,
+    /// The middleware stack over the same transport, for the data.
+    pub stack: Stack,
+    pub queue: Arc<Queue>,
+    pub config: Config,
+    pub stats: Arc<Stats>,
+    /// Present on the global set's engine only.
+    pub registry: Option<Arc<dyn SetRegistry>>,
+    /// Present on the global set's engine when autotuning.
+    pub tuning: Option<Tuning>,
+}
+
+pub(crate) struct Engine {
+    pub(super) rank: usize,
+    pub(super) control: Arc<dyn Collective>,
+    pub(super) stack: Stack,
+    pub(super) queue: Arc<Queue>,
+    pub(super) stats: Arc<Stats>,
+    pub(super) registry: Option<Arc<dyn SetRegistry>>,
+    pub(super) pending: HashMap<String, Pending>,
+    table: MessageTable,
+    cache: ResponseCache,
+    stall: StallInspector,
+    config: Config,
+    /// The autotuner (global set only, when `HVD_AUTOTUNE` is on).
+    tuning: Option<Tuning>,
+    next_seq: u64,
+    leaving: bool,
+}
+
+/// What a cycle decided about the engine's future.
+enum Next {
+    Continue,
+    Stop(Error),
+}
+
+impl Engine {
+    pub fn new(parts: EngineParts) -> Engine {
+        let topology = parts.control.topology();
+        let (rank, size) = (topology.rank(), topology.size());
+        parts
+            .stats
+            .parameters(parts.config.fusion_threshold, parts.config.cycle_time);
+        Engine {
+            rank,
+            control: parts.control,
+            stack: parts.stack,
+            queue: parts.queue,
+            stats: parts.stats,
+            registry: parts.registry,
+            pending: HashMap::new(),
+            table: MessageTable::new(size),
+            cache: ResponseCache::new(parts.config.cache_capacity),
+            stall: StallInspector::new(rank, parts.config.stall_check, parts.config.stall_shutdown),
+            tuning: parts.tuning,
+            config: parts.config,
+            next_seq: 0,
+            leaving: false,
+        }
+    }
+
+    /// Runs cycles until the job shuts down or fails; then fails whatever is left.
+    pub fn run(mut self) {
+        loop {
+            let (submissions, shutdown) = self.queue.take(self.config.cycle_time);
+            submissions.into_iter().for_each(|s| self.accept(s));
+            self.leaving |= shutdown;
+            let next = self.cycle().unwrap_or_else(Next::Stop);
+            if let Next::Stop(reason) = next {
+                self.stop(reason);
+                return;
+            }
+        }
+    }
+
+    fn accept(&mut self, submission: Submission) {
+        let Submission {
+            request,
+            buffer,
+            slot,
+        } = submission;
+        let progress = match self.cache.lookup(self.rank, &request) {
+            Some(cache_slot) if !self.anyone_joined() => Progress::Cached(cache_slot),
+            _ => Progress::ToAnnounce,
+        };
+        self.next_seq += 1;
+        self.pending.insert(
+            request.name.clone(),
+            Pending {
+                request,
+                buffer,
+                slot,
+                progress,
+                seq: self.next_seq,
+                since: Instant::now(),
+            },
+        );
+    }
+
+    pub(super) fn fusion_threshold(&self) -> usize {
+        self.config.fusion_threshold
+    }
+
+    fn anyone_joined(&self) -> bool {
+        self.table.joined().iter().any(|j| *j)
+    }
+
+    /// A cached tensor goes back to announcing when its slot changed hands, when a rank
+    /// has joined (joined ranks need the table), or when it waited long enough that the
+    /// stall inspector should see who is missing.
+    fn refresh_cached(&mut self) {
+        let joined = self.anyone_joined();
+        let patience = self.stall.cached_patience();
+        for p in self.pending.values_mut() {
+            if let Progress::Cached(slot) = p.progress
+                && (joined
+                    || !self.cache.holds(slot, &p.request.name)
+                    || p.since.elapsed() >= patience)
+            {
+                p.progress = Progress::ToAnnounce;
+            }
+        }
+    }
+
+    fn announcement(&mut self) -> Announcement {
+        let mut fresh: Vec<&mut Pending> = self
+            .pending
+            .values_mut()
+            .filter(|p| p.progress == Progress::ToAnnounce)
+            .collect();
+        fresh.sort_by_key(|p| p.seq);
+        let requests = fresh
+            .into_iter()
+            .map(|p| {
+                p.progress = Progress::Announced;
+                p.request.clone()
+            })
+            .collect();
+        Announcement {
+            requests,
+            leaving: self.leaving.then(|| {
+                format!(
+                    "rank {} shut down (its hvd was dropped or shutdown() was called)",
+                    self.rank
+                )
+            }),
+            stalled: self.stall.verdicts(&self.table),
+            tune: self.tuning.as_mut().and_then(Tuning::take_decision),
+        }
+    }
+
+    /// One negotiation round and the work it makes ready.
+    fn cycle(&mut self) -> Result<Next> {
+        self.stats.cycle();
+        self.refresh_cached();
+        let announcement = self.announcement();
+        let mut flags = self.flags(&announcement);
+        let len = flags.len();
+        self.control.allreduce(
+            &mut [TensorMut::from_bytes(
+                "hvd.negotiate",
+                DType::Bool,
+                vec![len],
+                &mut flags,
+            )?],
+            Reduction::new(ReduceOp::Min),
+        )?;
+        let mut responses: Vec<Response> = Vec::new();
+        for slot in (2..len).filter(|i| flags[*i] != 0).map(|i| i - 2) {
+            if let Some(response) = self.cache.hit(slot) {
+                self.stats.cache_hit();
+                responses.push(response);
+            }
+        }
+        let mut leavers = Vec::new();
+        let mut tune = None;
+        if flags[0] == 0 || flags[1] == 0 {
+            self.stats.announce_round();
+            (leavers, tune) = self.announce_round(&announcement, &mut responses)?;
+        }
+        self.stall.warn(&self.table);
+        if let Some(tuning) = self.tuning.as_mut() {
+            tuning.observe(&responses);
+        }
+        self.execute(responses)?;
+        if let Some(params) = tune {
+            self.apply(params);
+        }
+        if leavers.is_empty() {
+            Ok(Next::Continue)
+        } else {
+            Ok(Next::Stop(Error::Shutdown {
+                cause: leavers.join("; "),
+            }))
+        }
+    }
+
+    /// The vector the ranks AND: `[nothing to announce, not leaving, cache bits...]`.
+    fn flags(&self, announcement: &Announcement) -> Vec<u8> {
+        let mut flags = vec![0u8; 2 + self.cache.slots()];
+        flags[0] = (announcement.requests.is_empty()
+            && announcement.stalled.is_empty()
+            && announcement.tune.is_none()) as u8;
+        flags[1] = announcement.leaving.is_none() as u8;
+        let joined = self.table.joined().get(self.rank).copied().unwrap_or(false);
+        for p in self.pending.values() {
+            if let Progress::Cached(slot) = p.progress {
+                flags[2 + slot] = 1;
+            }
+        }
+        if joined {
+            // A joined rank takes part in every cached allreduce with zeros.
+            for slot in 0..self.cache.slots() {
+                if self.cache.kind(slot) == Some(OpKind::Allreduce) {
+                    flags[2 + slot] = 1;
+                }
+            }
+        }
+        flags
+    }
+
+    /// Allgathers every rank's announcement and turns what became ready into responses.
+    /// Returns the reasons of ranks that are leaving, and rank 0's new tuning.
+    fn announce_round(
+        &mut self,
+        mine: &Announcement,
+        responses: &mut Vec<Response>,
+    ) -> Result<(Vec<String>, Option<Params>)> {
+        let all = allgather_bytes(self.control.as_ref(), "hvd.announce", &mine.encode())?;
+        let mut leavers = Vec::new();
+        let mut tune = None;
+        for (from, bytes) in all.iter().enumerate() {
+            let announcement = Announcement::decode(bytes, from, self.rank)?;
+            for request in announcement.requests {
+                // A rank announcing a cached name asked for it differently (or waited
+                // too long): the cached response is stale on every rank.
+                self.cache.invalidate(&request.name);
+                self.table.add(from, request);
+            }
+            leavers.extend(announcement.leaving);
+            if from == 0 {
+                for verdict in announcement.stalled {
+                    responses.extend(self.stall.fail(&mut self.table, &verdict));
+                }
+                tune = announcement.tune;
+            }
+        }
+        for ready in self.table.take_ready() {
+            self.cache.insert(&ready.response, &ready.requests);
+            responses.push(ready.response);
+        }
+        Ok((leavers, tune))
+    }
+
+    /// Applies the autotuner's parameters (every rank, after the same cycle).
+    fn apply(&mut self, params: Params) {
+        tracing::debug!(
+            fusion_threshold = params.fusion_threshold,
+            cycle_time = ?params.cycle_time,
+            "autotune: new parameters"
+        );
+        self.config.fusion_threshold = params.fusion_threshold;
+        self.config.cycle_time = params.cycle_time;
+        self.stack.set_fusion_threshold(params.fusion_threshold);
+        self.stats
+            .parameters(params.fusion_threshold, params.cycle_time);
+    }
+
+    /// Fails everything still pending or queued with `reason`.
+    fn stop(&mut self, reason: Error) {
+        let queued = self.queue.stop(reason.clone());
+        for submission in queued {
+            submission.slot.complete(Err(reason.clone()));
+        }
+        for (_, p) in self.pending.drain() {
+            p.slot.complete(Err(reason.clone()));
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! Handles: how an asynchronous collective's result comes back to the caller.
+
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use hvd_core::{Error, Result};
+
+use super::buffer::AnyBuffer;
+
+/// What a finished operation hands back, before it is turned into the caller's type.
+pub(crate) enum Outcome {
+    /// The result tensor (allreduce, broadcast, allgather, reducescatter).
+    Buffer(Box<dyn AnyBuffer>),
+    /// Alltoall's result and the number of rows received from each rank.
+    Split(Box<dyn AnyBuffer>, Vec<usize>),
+    /// Join's answer: the last rank to join.
+    Rank(usize),
+    /// Nothing to return (barrier).
+    Done,
+}
+
+/// Where the background thread leaves the outcome of one operation.
+#[derive(Default)]
+pub(crate) struct Slot {
+    state: Mutex<Option<Result<Outcome>>>,
+    done: Condvar,
+}
+
+impl Slot {
+    fn lock(&self) -> MutexGuard<'_, Option<Result<Outcome>>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Completes the operation; only the first completion counts.
+    pub(crate) fn complete(&self, outcome: Result<Outcome>) {
+        let mut state = self.lock();
+        if state.is_none() {
+            *state = Some(outcome);
+            self.done.notify_all();
+        }
+    }
+}
+
+/// The result of an asynchronous collective, available once the operation completes on
+/// this rank. Dropping a handle does not cancel the operation (the other ranks rely on it).
+#[must_use = "a collective's result is only available through its handle"]
+pub struct Handle<T> {
+    slot: Arc<Slot>,
+    convert: fn(Outcome) -> Result<T>,
+    what: String,
+}
+
+impl<T> std::fmt::Debug for Handle<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handle")
+            .field("operation", &self.what)
+            .field("done", &self.poll())
+            .finish()
+    }
+}
+
+impl<T> Handle<T> {
+    pub(crate) fn new(slot: Arc<Slot>, what: String, convert: fn(Outcome) -> Result<T>) -> Self {
+        Handle {
+            slot,
+            convert,
+            what,
+        }
+    }
+
+    /// Whether the operation has completed (successfully or not).
+    pub fn poll(&self) -> bool {
+        self.slot.lock().is_some()
+    }
+
+    /// Waits for the operation and returns its result.
+    ///
+    /// The runtime bounds every operation: a tensor that some rank never submits fails
+    /// after the stall shutdown time, and a lost rank fails everything at once.
+    pub fn wait(self) -> Result<T> {
+        let mut state = self.slot.lock();
+        loop {
+            if let Some(outcome) = state.take() {
+                return outcome.and_then(self.convert);
+            }
+            state = self
+                .slot
+                .done
+                .wait(state)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Like [`wait`](Self::wait), but gives up after `timeout`, returning the handle so the
+    /// caller can wait again.
+    pub fn wait_timeout(self, timeout: Duration) -> std::result::Result<Result<T>, Self> {
+        let deadline = Instant::now().checked_add(timeout);
+        let mut state = self.slot.lock();
+        loop {
+            if let Some(outcome) = state.take() {
+                drop(state);
+                return Ok(outcome.and_then(self.convert));
+            }
+            let left = deadline.map_or(Duration::MAX, |d| {
+                d.saturating_duration_since(Instant::now())
+            });
+            if left.is_zero() {
+                drop(state);
+                return Err(self);
+            }
+            state = self
+                .slot
+                .done
+                .wait_timeout(state, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+}
+
+/// The error for an outcome of the wrong kind: a bug in the runtime, reported rather than
+/// panicking.
+pub(crate) fn unexpected(what: &str) -> Error {
+    Error::Shutdown {
+        cause: format!("internal error: the runtime returned the wrong kind of result for {what}"),
+    }
+}

@@ -1,0 +1,381 @@
+//! The collectives users call, on the global set or any process set.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use hvd_core::{Error, ReduceOp, Reduction, Result, Topology, validate};
+
+use super::buffer::Buffer;
+use super::handle::{Handle, Outcome, Slot, unexpected};
+use super::queue::Submission;
+use super::request::{OpKind, Request};
+use super::set_engine::SetEngine;
+use super::stats::StatsSnapshot;
+use super::wire::MAX_NAME;
+
+/// A group of ranks that runs collectives together: the whole job (what [`crate::Hvd`]
+/// derefs to) or a subset made with [`crate::Hvd::add_process_set`].
+///
+/// Every collective takes a name. Ranks may submit names in any order; each runs once
+/// every rank of the set has submitted it, and ranks must agree on its dtype, shape, op
+/// and root (a disagreement fails the call on every rank with a message naming both).
+#[derive(Clone)]
+pub struct ProcessSet {
+    id: usize,
+    members: Arc<[usize]>,
+    /// This rank's global rank.
+    global_rank: usize,
+    /// This rank's engine for the set; `None` when it is not a member.
+    engine: Option<Arc<SetEngine>>,
+}
+
+impl std::fmt::Debug for ProcessSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProcessSet")
+            .field("id", &self.id)
+            .field("members", &self.members)
+            .field("member", &self.engine.is_some())
+            .finish()
+    }
+}
+
+fn buffer_of<B: Buffer>(outcome: Outcome) -> Result<B> {
+    match outcome {
+        Outcome::Buffer(b) => b
+            .into_any()
+            .downcast::<B>()
+            .map(|b| *b)
+            .map_err(|_| unexpected("a tensor")),
+        _ => Err(unexpected("a tensor")),
+    }
+}
+
+fn split_of<B: Buffer>(outcome: Outcome) -> Result<(B, Vec<usize>)> {
+    match outcome {
+        Outcome::Split(b, rows) => {
+            let b = b
+                .into_any()
+                .downcast::<B>()
+                .map_err(|_| unexpected("alltoall"))?;
+            Ok((*b, rows))
+        }
+        _ => Err(unexpected("alltoall")),
+    }
+}
+
+fn rank_of(outcome: Outcome) -> Result<usize> {
+    match outcome {
+        Outcome::Rank(r) => Ok(r),
+        _ => Err(unexpected("a rank")),
+    }
+}
+
+fn done(outcome: Outcome) -> Result<()> {
+    match outcome {
+        Outcome::Done => Ok(()),
+        _ => Err(unexpected("a barrier")),
+    }
+}
+
+impl ProcessSet {
+    pub(crate) fn new(
+        id: usize,
+        members: Vec<usize>,
+        global_rank: usize,
+        engine: Option<Arc<SetEngine>>,
+    ) -> Self {
+        ProcessSet {
+            id,
+            members: members.into(),
+            global_rank,
+            engine,
+        }
+    }
+
+    /// The set's id (0 is the whole job).
+    pub fn id(&self) -> usize {
+        self.id
+    }
+
+    /// The global ranks of the members, in the set's rank order.
+    pub fn ranks(&self) -> &[usize] {
+        &self.members
+    }
+
+    /// Whether this rank belongs to the set.
+    pub fn is_member(&self) -> bool {
+        self.engine.is_some()
+    }
+
+    /// This rank's topology within the set; `None` when it is not a member.
+    pub fn topology(&self) -> Option<&Topology> {
+        self.engine.as_ref().map(|e| &e.topology)
+    }
+
+    /// Counters of the set's background thread on this rank.
+    pub fn stats(&self) -> StatsSnapshot {
+        self.engine
+            .as_ref()
+            .map(|e| e.stats.snapshot())
+            .unwrap_or_default()
+    }
+
+    fn engine(&self, op: &'static str, name: &str) -> Result<&Arc<SetEngine>> {
+        self.engine.as_ref().ok_or_else(|| {
+            Error::invalid(
+                self.global_rank,
+                op,
+                name,
+                format!(
+                    "rank {} is not a member of process set {} (ranks {:?})",
+                    self.global_rank, self.id, self.members
+                ),
+            )
+        })
+    }
+
+    fn submit<T>(
+        &self,
+        request: Request,
+        buffer: Option<Box<dyn super::buffer::AnyBuffer>>,
+        convert: fn(Outcome) -> Result<T>,
+    ) -> Result<Handle<T>> {
+        let op = request.kind.name();
+        let engine = self.engine(op, &request.name)?;
+        let rank = engine.topology.rank();
+        if request.name.len() > MAX_NAME {
+            let start: String = request.name.chars().take(64).collect();
+            return Err(Error::invalid(
+                rank,
+                op,
+                format!("{start}..."),
+                format!("tensor names are limited to {MAX_NAME} bytes"),
+            ));
+        }
+        let what = format!("{op} of '{}'", request.name);
+        let slot = Arc::new(Slot::default());
+        engine.queue.submit(
+            rank,
+            Submission {
+                request,
+                buffer,
+                slot: slot.clone(),
+            },
+        )?;
+        Ok(Handle::new(slot, what, convert))
+    }
+
+    fn tensor_request<B: Buffer>(&self, name: &str, kind: OpKind, tensor: &B) -> Result<Request> {
+        let request = Request::new(name, kind, tensor.dtype(), tensor.shape());
+        let elements: usize = request.shape.iter().product();
+        if elements * tensor.dtype().size() != tensor.bytes().len() {
+            return Err(Error::invalid(
+                self.global_rank,
+                kind.name(),
+                name,
+                format!(
+                    "shape {:?} does not match the {} bytes of the tensor",
+                    request.shape,
+                    tensor.bytes().len()
+                ),
+            ));
+        }
+        Ok(request)
+    }
+
+    /// Starts an allreduce of `tensor` with `op`.
+    pub fn allreduce_async<B: Buffer>(
+        &self,
+        name: &str,
+        tensor: B,
+        op: ReduceOp,
+    ) -> Result<Handle<B>> {
+        self.allreduce_with_async(name, tensor, Reduction::new(op))
+    }
+
+    /// Starts an allreduce with scale factors.
+    pub fn allreduce_with_async<B: Buffer>(
+        &self,
+        name: &str,
+        tensor: B,
+        reduction: Reduction,
+    ) -> Result<Handle<B>> {
+        validate::reduction_dtype(
+            self.global_rank,
+            "allreduce",
+            name,
+            tensor.dtype(),
+            reduction,
+        )?;
+        let mut request = self.tensor_request(name, OpKind::Allreduce, &tensor)?;
+        request.reduction = reduction;
+        self.submit(request, Some(Box::new(tensor)), buffer_of::<B>)
+    }
+
+    /// Allreduces `tensor` with `op` and returns the result.
+    pub fn allreduce<B: Buffer>(&self, name: &str, tensor: B, op: ReduceOp) -> Result<B> {
+        self.allreduce_async(name, tensor, op)?.wait()
+    }
+
+    /// Allreduces several tensors, submitting all before waiting so they can be fused.
+    pub fn grouped_allreduce<B: Buffer>(
+        &self,
+        tensors: Vec<(String, B)>,
+        op: ReduceOp,
+    ) -> Result<Vec<B>> {
+        let handles = tensors
+            .into_iter()
+            .map(|(name, t)| self.allreduce_async(&name, t, op))
+            .collect::<Result<Vec<_>>>()?;
+        handles.into_iter().map(Handle::wait).collect()
+    }
+
+    /// Starts an allgather: the ranks' tensors concatenated along the first dim (which may
+    /// differ between ranks).
+    pub fn allgather_async<B: Buffer>(&self, name: &str, tensor: B) -> Result<Handle<B>> {
+        let request = self.tensor_request(name, OpKind::Allgather, &tensor)?;
+        self.submit(request, Some(Box::new(tensor)), buffer_of::<B>)
+    }
+
+    pub fn allgather<B: Buffer>(&self, name: &str, tensor: B) -> Result<B> {
+        self.allgather_async(name, tensor)?.wait()
+    }
+
+    /// Starts a broadcast of `root`'s tensor (a rank of this set) to every member.
+    pub fn broadcast_async<B: Buffer>(
+        &self,
+        name: &str,
+        tensor: B,
+        root: usize,
+    ) -> Result<Handle<B>> {
+        let engine = self.engine("broadcast", name)?;
+        validate::root(engine.topology.rank(), engine.topology.size(), root, name)?;
+        let mut request = self.tensor_request(name, OpKind::Broadcast, &tensor)?;
+        request.root = root;
+        self.submit(request, Some(Box::new(tensor)), buffer_of::<B>)
+    }
+
+    pub fn broadcast<B: Buffer>(&self, name: &str, tensor: B, root: usize) -> Result<B> {
+        self.broadcast_async(name, tensor, root)?.wait()
+    }
+
+    /// Broadcasts every tensor of a named map (model parameters, optimizer state) from
+    /// `root`, all submitted before waiting.
+    pub fn broadcast_parameters<B: Buffer>(
+        &self,
+        parameters: BTreeMap<String, B>,
+        root: usize,
+    ) -> Result<BTreeMap<String, B>> {
+        let handles = parameters
+            .into_iter()
+            .map(|(name, t)| Ok((name.clone(), self.broadcast_async(&name, t, root)?)))
+            .collect::<Result<Vec<_>>>()?;
+        handles
+            .into_iter()
+            .map(|(name, h)| Ok((name, h.wait()?)))
+            .collect()
+    }
+
+    /// Starts an alltoall: `splits[r]` rows of the first dim go to rank `r`. The handle
+    /// gives the received tensor and the rows received from each rank.
+    pub fn alltoall_async<B: Buffer>(
+        &self,
+        name: &str,
+        tensor: B,
+        splits: &[usize],
+    ) -> Result<Handle<(B, Vec<usize>)>> {
+        let engine = self.engine("alltoall", name)?;
+        let mut request = self.tensor_request(name, OpKind::Alltoall, &tensor)?;
+        let (size, rows) = (engine.topology.size(), request.rows());
+        if splits.len() != size || splits.iter().sum::<usize>() != rows {
+            return Err(Error::invalid(
+                engine.topology.rank(),
+                "alltoall",
+                name,
+                format!(
+                    "splits {splits:?} must have one entry per rank ({size}) and add up to the first dim ({rows})"
+                ),
+            ));
+        }
+        request.splits = splits.to_vec();
+        self.submit(request, Some(Box::new(tensor)), split_of::<B>)
+    }
+
+    pub fn alltoall<B: Buffer>(
+        &self,
+        name: &str,
+        tensor: B,
+        splits: &[usize],
+    ) -> Result<(B, Vec<usize>)> {
+        self.alltoall_async(name, tensor, splits)?.wait()
+    }
+
+    /// Starts a reducescatter: the reduction of every rank's tensor, split along the first
+    /// dim as evenly as possible (the first ranks get one more row).
+    pub fn reducescatter_async<B: Buffer>(
+        &self,
+        name: &str,
+        tensor: B,
+        op: ReduceOp,
+    ) -> Result<Handle<B>> {
+        let reduction = Reduction::new(op);
+        validate::reduction_dtype(
+            self.global_rank,
+            "reducescatter",
+            name,
+            tensor.dtype(),
+            reduction,
+        )?;
+        let mut request = self.tensor_request(name, OpKind::Reducescatter, &tensor)?;
+        request.reduction = reduction;
+        self.submit(request, Some(Box::new(tensor)), buffer_of::<B>)
+    }
+
+    pub fn reducescatter<B: Buffer>(&self, name: &str, tensor: B, op: ReduceOp) -> Result<B> {
+        self.reducescatter_async(name, tensor, op)?.wait()
+    }
+
+    /// Returns once every member has reached the barrier.
+    pub fn barrier(&self) -> Result<()> {
+        let engine = self.engine("barrier", "barrier")?;
+        let n = engine.barriers.fetch_add(1, Ordering::Relaxed);
+        let request = Request::new(
+            format!("hvd.barrier.{n}"),
+            OpKind::Barrier,
+            hvd_core::DType::U8,
+            vec![],
+        );
+        self.submit(request, None, done)?.wait()
+    }
+
+    /// Declares that this rank has no more data: until every member has joined, it
+    /// contributes zeros to the other ranks' allreduces (`Average` still divides by the
+    /// full size). Returns the last rank to join, on every rank.
+    pub fn join(&self) -> Result<usize> {
+        let request = Request::new("hvd.join", OpKind::Join, hvd_core::DType::U8, vec![]);
+        self.submit(request, None, rank_of)?.wait()
+    }
+
+    pub(crate) fn add_set_request(&self, members: &[usize]) -> Result<usize> {
+        let mut request = Request::new(
+            format!("hvd.add_process_set{members:?}"),
+            OpKind::AddProcessSet,
+            hvd_core::DType::U8,
+            vec![],
+        );
+        request.splits = members.to_vec();
+        self.submit(request, None, rank_of)?.wait()
+    }
+
+    pub(crate) fn remove_set_request(&self, id: usize) -> Result<()> {
+        let mut request = Request::new(
+            format!("hvd.remove_process_set.{id}"),
+            OpKind::RemoveProcessSet,
+            hvd_core::DType::U8,
+            vec![],
+        );
+        request.root = id;
+        self.submit(request, None, done)?.wait()
+    }
+}

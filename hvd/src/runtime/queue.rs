@@ -1,0 +1,101 @@
+//! The queue between the threads that submit collectives and the background thread that
+//! runs them.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use hvd_core::{Error, Result};
+
+use super::buffer::AnyBuffer;
+use super::handle::Slot;
+use super::request::Request;
+
+/// One submitted collective.
+pub(crate) struct Submission {
+    pub request: Request,
+    /// The tensor (none for barrier, join and process-set changes).
+    pub buffer: Option<Box<dyn AnyBuffer>>,
+    pub slot: Arc<Slot>,
+}
+
+#[derive(Default)]
+struct State {
+    submissions: Vec<Submission>,
+    /// Names submitted and not yet completed: a second submission of one is refused.
+    in_flight: HashSet<String>,
+    shutdown_requested: bool,
+    /// Set once the engine has stopped: the reason every later call fails with.
+    stopped: Option<Error>,
+}
+
+/// Submissions waiting for the background thread.
+#[derive(Default)]
+pub(crate) struct Queue {
+    state: Mutex<State>,
+    wake: Condvar,
+}
+
+impl Queue {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds a submission; refused at once when its name is already in flight or the
+    /// engine has stopped.
+    pub fn submit(&self, rank: usize, submission: Submission) -> Result<()> {
+        let mut state = self.lock();
+        if let Some(err) = &state.stopped {
+            return Err(err.clone());
+        }
+        let name = &submission.request.name;
+        if !state.in_flight.insert(name.clone()) {
+            return Err(Error::invalid(
+                rank,
+                submission.request.kind.name(),
+                name.clone(),
+                "a collective with this name is already in flight; names must be unique until their handles complete",
+            ));
+        }
+        state.submissions.push(submission);
+        self.wake.notify_all();
+        Ok(())
+    }
+
+    /// Takes everything submitted, waiting up to `cycle` for something to arrive.
+    /// Returns whether a shutdown was requested.
+    pub fn take(&self, cycle: Duration) -> (Vec<Submission>, bool) {
+        let mut state = self.lock();
+        if state.submissions.is_empty() && !state.shutdown_requested {
+            state = self
+                .wake
+                .wait_timeout(state, cycle)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        (
+            std::mem::take(&mut state.submissions),
+            state.shutdown_requested,
+        )
+    }
+
+    /// Marks `name` completed, so the name can be used again.
+    pub fn finished(&self, name: &str) {
+        self.lock().in_flight.remove(name);
+    }
+
+    /// Asks the background thread to leave the job.
+    pub fn request_shutdown(&self) {
+        self.lock().shutdown_requested = true;
+        self.wake.notify_all();
+    }
+
+    /// Records why the engine stopped; later submissions fail with it. Returns whatever
+    /// was still queued, to be failed too.
+    pub fn stop(&self, reason: Error) -> Vec<Submission> {
+        let mut state = self.lock();
+        state.stopped.get_or_insert(reason);
+        state.in_flight.clear();
+        std::mem::take(&mut state.submissions)
+    }
+}

@@ -1,0 +1,277 @@
+//! The message table: every announced request, per tensor name and rank, until all ranks
+//! have asked. Every rank keeps an identical copy because every rank adds the same
+//! announcements in the same order.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use super::request::{OpKind, Request};
+use super::response::{Response, decide};
+
+struct Entry {
+    requests: Vec<Option<Request>>,
+    /// When the first rank announced it: the agreed execution order.
+    order: u64,
+    /// When this rank first saw it (for the stall inspector only).
+    since: Instant,
+}
+
+/// A tensor some ranks asked for long ago that others have not.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Stall {
+    pub name: String,
+    pub submitted: Vec<usize>,
+    pub missing: Vec<usize>,
+    pub waited: Duration,
+}
+
+pub(crate) struct MessageTable {
+    size: usize,
+    entries: HashMap<String, Entry>,
+    next_order: u64,
+    /// Ranks in the order they announced their join.
+    join_order: Vec<usize>,
+}
+
+/// A ready response, with every rank's request (for the response cache).
+pub(crate) struct Ready {
+    pub response: Response,
+    pub requests: Vec<Option<Request>>,
+}
+
+impl MessageTable {
+    pub fn new(size: usize) -> Self {
+        MessageTable {
+            size,
+            entries: HashMap::new(),
+            next_order: 0,
+            join_order: Vec::new(),
+        }
+    }
+
+    /// Records `rank`'s request.
+    pub fn add(&mut self, rank: usize, request: Request) {
+        if request.kind == OpKind::Join {
+            self.join_order.push(rank);
+        }
+        let size = self.size;
+        let order = &mut self.next_order;
+        let entry = self.entries.entry(request.name.clone()).or_insert_with(|| {
+            *order += 1;
+            Entry {
+                requests: vec![None; size],
+                order: *order,
+                since: Instant::now(),
+            }
+        });
+        entry.requests[rank] = Some(request);
+    }
+
+    /// Which ranks have joined (announced a join that has not completed).
+    pub fn joined(&self) -> Vec<bool> {
+        let mut joined = vec![false; self.size];
+        self.join_order.iter().for_each(|r| joined[*r] = true);
+        joined
+    }
+
+    /// Removes and returns every entry that all ranks have asked for (joined ranks need not
+    /// ask, except for the join itself), in the order they were first announced.
+    pub fn take_ready(&mut self) -> Vec<Ready> {
+        let joined = self.joined();
+        let mut names: Vec<(u64, String)> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| {
+                let is_join = e.requests.iter().flatten().any(|r| r.kind == OpKind::Join);
+                e.requests
+                    .iter()
+                    .enumerate()
+                    .all(|(rank, r)| r.is_some() || (joined[rank] && !is_join))
+            })
+            .map(|(name, e)| (e.order, name.clone()))
+            .collect();
+        names.sort();
+        let last_joined = self.join_order.last().copied().unwrap_or(0);
+        let mut ready = Vec::with_capacity(names.len());
+        for (_, name) in names {
+            let Some(entry) = self.entries.remove(&name) else {
+                continue;
+            };
+            let response = decide(&name, &entry.requests, last_joined);
+            if response.kind == OpKind::Join {
+                self.join_order.clear();
+            }
+            ready.push(Ready {
+                response,
+                requests: entry.requests,
+            });
+        }
+        ready
+    }
+
+    /// Removes `name` (a stalled tensor that is being failed); returns its op.
+    pub fn remove(&mut self, name: &str) -> Option<OpKind> {
+        let entry = self.entries.remove(name)?;
+        entry.requests.into_iter().flatten().next().map(|r| r.kind)
+    }
+
+    /// Entries some ranks have waited on for longer than `after`, oldest first.
+    pub fn stalls(&self, after: Duration) -> Vec<Stall> {
+        let joined = self.joined();
+        let mut stalls: Vec<(u64, Stall)> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| e.since.elapsed() >= after)
+            .map(|(name, e)| {
+                let (submitted, missing): (Vec<usize>, Vec<usize>) = (0..self.size)
+                    .filter(|r| !joined[*r] || e.requests[*r].is_some())
+                    .partition(|r| e.requests[*r].is_some());
+                (
+                    e.order,
+                    Stall {
+                        name: name.clone(),
+                        submitted,
+                        missing,
+                        waited: e.since.elapsed(),
+                    },
+                )
+            })
+            .collect();
+        stalls.sort_by_key(|(order, _)| *order);
+        stalls.into_iter().map(|(_, s)| s).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hvd_core::{DType, ReduceOp};
+
+    fn req(name: &str, kind: OpKind, dtype: DType, shape: &[usize]) -> Request {
+        Request::new(name, kind, dtype, shape.to_vec())
+    }
+
+    #[test]
+    fn ready_in_first_announced_order_whatever_order_ranks_submit() {
+        let mut t = MessageTable::new(2);
+        for name in ["a", "b", "c"] {
+            t.add(0, req(name, OpKind::Allreduce, DType::F32, &[4]));
+        }
+        for name in ["c", "b"] {
+            t.add(1, req(name, OpKind::Allreduce, DType::F32, &[4]));
+        }
+        let ready: Vec<String> = t
+            .take_ready()
+            .into_iter()
+            .map(|r| r.response.name)
+            .collect();
+        assert_eq!(ready, ["b", "c"]);
+        t.add(1, req("a", OpKind::Allreduce, DType::F32, &[4]));
+        assert_eq!(t.take_ready().len(), 1);
+    }
+
+    #[test]
+    fn each_mismatch_names_the_tensor_both_ranks_and_both_values() {
+        let cases = [
+            (
+                req("g", OpKind::Allreduce, DType::F64, &[4]),
+                "Mismatched data types for tensor 'g': rank 0 has f32, rank 1 has f64",
+            ),
+            (
+                req("g", OpKind::Allreduce, DType::F32, &[2, 2]),
+                "Mismatched shapes for tensor 'g': rank 0 has [4], rank 1 has [2, 2]",
+            ),
+            (
+                req("g", OpKind::Broadcast, DType::F32, &[4]),
+                "Mismatched operations for tensor 'g': rank 0 has allreduce, rank 1 has broadcast",
+            ),
+            (
+                {
+                    let mut r = req("g", OpKind::Allreduce, DType::F32, &[4]);
+                    r.reduction.op = ReduceOp::Max;
+                    r
+                },
+                "Mismatched reduce ops for tensor 'g': rank 0 has sum, rank 1 has max",
+            ),
+            (
+                {
+                    let mut r = req("g", OpKind::Allreduce, DType::F32, &[4]);
+                    r.reduction.postscale = 0.5;
+                    r
+                },
+                "Mismatched postscale factors for tensor 'g': rank 0 has 1, rank 1 has 0.5",
+            ),
+        ];
+        for (other, message) in cases {
+            let mut t = MessageTable::new(2);
+            t.add(0, req("g", OpKind::Allreduce, DType::F32, &[4]));
+            t.add(1, other);
+            let ready = t.take_ready();
+            let err = ready[0].response.outcome.as_ref().unwrap_err();
+            assert_eq!(err.to_string(), message);
+        }
+    }
+
+    #[test]
+    fn allgather_first_dims_may_differ_but_not_the_rest() {
+        let mut t = MessageTable::new(2);
+        t.add(0, req("x", OpKind::Allgather, DType::I32, &[3, 2]));
+        t.add(1, req("x", OpKind::Allgather, DType::I32, &[5, 2]));
+        let plan = t.take_ready().remove(0).response.outcome.unwrap();
+        assert_eq!(plan.rows, [3, 5]);
+        t.add(0, req("y", OpKind::Allgather, DType::I32, &[3, 2]));
+        t.add(1, req("y", OpKind::Allgather, DType::I32, &[3, 4]));
+        assert_eq!(
+            t.take_ready()[0]
+                .response
+                .outcome
+                .as_ref()
+                .unwrap_err()
+                .to_string(),
+            "Mismatched shapes (all dims but the first must match) for tensor 'y': rank 0 has [3, 2], rank 1 has [3, 4]"
+        );
+    }
+
+    #[test]
+    fn joined_ranks_contribute_to_allreduce_and_join_reports_the_last() {
+        let mut t = MessageTable::new(3);
+        t.add(2, req("hvd.join", OpKind::Join, DType::U8, &[]));
+        t.add(0, req("x", OpKind::Allreduce, DType::F32, &[1]));
+        t.add(1, req("x", OpKind::Allreduce, DType::F32, &[1]));
+        let plan = t.take_ready().remove(0).response.outcome.unwrap();
+        assert_eq!(plan.joined, [false, false, true]);
+        t.add(0, req("hvd.join", OpKind::Join, DType::U8, &[]));
+        assert!(t.take_ready().is_empty());
+        t.add(1, req("hvd.join", OpKind::Join, DType::U8, &[]));
+        let join = t.take_ready().remove(0).response.outcome.unwrap();
+        assert_eq!(join.last_joined, 1);
+        assert_eq!(t.joined(), [false, false, false]);
+    }
+
+    #[test]
+    fn broadcast_while_a_rank_has_joined_is_an_error() {
+        let mut t = MessageTable::new(2);
+        t.add(1, req("hvd.join", OpKind::Join, DType::U8, &[]));
+        t.add(0, req("w", OpKind::Broadcast, DType::F32, &[2]));
+        assert_eq!(
+            t.take_ready()[0]
+                .response
+                .outcome
+                .as_ref()
+                .unwrap_err()
+                .to_string(),
+            "rank 0: invalid broadcast of tensor 'w': rank 1 has joined; only allreduce can run while ranks have joined"
+        );
+    }
+
+    #[test]
+    fn stalls_name_who_submitted_and_who_is_missing() {
+        let mut t = MessageTable::new(3);
+        t.add(1, req("slow", OpKind::Allreduce, DType::F32, &[1]));
+        let stalls = t.stalls(Duration::ZERO);
+        assert_eq!(
+            (stalls[0].submitted.clone(), stalls[0].missing.clone()),
+            (vec![1], vec![0, 2])
+        );
+    }
+}

@@ -1,0 +1,150 @@
+//! Where this process stands in a job: rank, size, and the rendezvous store.
+//!
+//! The rank and size come from whichever launcher started the process, in this order:
+//! hvdrun and `hvd-bench --np` (`HVD_RANK`, `HVD_SIZE`, Horovod's `HOROVOD_*` aliases),
+//! Open MPI's mpirun (`OMPI_COMM_WORLD_RANK`, `OMPI_COMM_WORLD_SIZE`), MPICH and Intel MPI
+//! (`PMI_RANK`, `PMI_SIZE`), Slurm's srun (`SLURM_PROCID`, `SLURM_NTASKS`), and
+//! torchrun-style launchers (`RANK`, `WORLD_SIZE`). With none of them, the process is a
+//! job of one rank.
+//!
+//! Ranks rendezvous through `HVD_STORE_DIR`, a directory every rank can reach, holding a
+//! [`FileStore`]. (hvdrun provides one.)
+
+use std::sync::Arc;
+
+use hvd_core::store::FileStore;
+use hvd_core::{Error, MemoryStore, Result, Store};
+
+use crate::env;
+
+/// This process's place in the job and the store its ranks rendezvous through.
+#[derive(Clone)]
+pub struct World {
+    pub rank: usize,
+    pub size: usize,
+    /// Which launcher's variables gave the rank and size.
+    pub launcher: &'static str,
+    pub store: Arc<dyn Store>,
+}
+
+impl std::fmt::Debug for World {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("World")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("launcher", &self.launcher)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A launcher's pair of variables for the rank and the job size.
+struct Launcher {
+    name: &'static str,
+    rank: &'static [&'static str],
+    size: &'static [&'static str],
+}
+
+const LAUNCHERS: [Launcher; 5] = [
+    Launcher {
+        name: "hvdrun",
+        rank: &["HVD_RANK", "HOROVOD_RANK"],
+        size: &["HVD_SIZE", "HOROVOD_SIZE"],
+    },
+    Launcher {
+        name: "Open MPI",
+        rank: &["OMPI_COMM_WORLD_RANK"],
+        size: &["OMPI_COMM_WORLD_SIZE"],
+    },
+    Launcher {
+        name: "MPICH",
+        rank: &["PMI_RANK"],
+        size: &["PMI_SIZE"],
+    },
+    Launcher {
+        name: "Slurm",
+        rank: &["SLURM_PROCID"],
+        size: &["SLURM_NTASKS"],
+    },
+    Launcher {
+        name: "torchrun",
+        rank: &["RANK"],
+        size: &["WORLD_SIZE"],
+    },
+];
+
+fn number(names: &[&str]) -> Result<Option<(String, usize)>> {
+    let Some((name, value)) = env::first_set(names) else {
+        return Ok(None);
+    };
+    match value.trim().parse() {
+        Ok(n) => Ok(Some((name, n))),
+        Err(_) => Err(Error::Config {
+            name,
+            value,
+            expected: "a whole number".into(),
+        }),
+    }
+}
+
+/// The first launcher whose variables are set: its name, the rank and the size.
+fn detect() -> Result<Option<(&'static str, usize, usize)>> {
+    for launcher in &LAUNCHERS {
+        match (number(launcher.rank)?, number(launcher.size)?) {
+            (None, None) => continue,
+            (Some((rank_name, rank)), Some((size_name, size))) => {
+                if rank >= size {
+                    return Err(Error::Config {
+                        name: rank_name,
+                        value: rank.to_string(),
+                        expected: format!("a rank below {size_name}={size}"),
+                    });
+                }
+                return Ok(Some((launcher.name, rank, size)));
+            }
+            (Some((name, _)), None) | (None, Some((name, _))) => {
+                return Err(Error::Config {
+                    name,
+                    value: "set alone".into(),
+                    expected: format!(
+                        "both {} and {} (as {} sets them)",
+                        launcher.rank[0], launcher.size[0], launcher.name
+                    ),
+                });
+            }
+        }
+    }
+    Ok(None)
+}
+
+impl World {
+    /// Reads the job from the launcher's environment; none means a job of one rank.
+    pub fn from_env() -> Result<World> {
+        let Some((launcher, rank, size)) = detect()? else {
+            return Ok(World {
+                rank: 0,
+                size: 1,
+                launcher: "none",
+                store: Arc::new(MemoryStore::new()),
+            });
+        };
+        let store: Arc<dyn Store> = match env::lookup("STORE_DIR") {
+            Some((_, dir)) => Arc::new(FileStore::new(dir)?),
+            None if size == 1 => Arc::new(MemoryStore::new()),
+            None => {
+                return Err(Error::Config {
+                    name: "HVD_STORE_DIR".into(),
+                    value: "unset".into(),
+                    expected: format!(
+                        "a directory every rank can reach, for the ranks to find each other (rank {rank} of {size} was started by {launcher}; hvdrun sets it for you)"
+                    ),
+                });
+            }
+        };
+        Ok(World {
+            rank,
+            size,
+            launcher,
+            store,
+        })
+    }
+}

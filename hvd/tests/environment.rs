@@ -1,0 +1,172 @@
+//! Reading the job and the configuration from the environment, one child process per
+//! case so that no test changes its own environment.
+
+use std::process::Command;
+
+use hvd::{Config, World};
+
+const LAUNCHER_VARIABLES: [&str; 14] = [
+    "HVD_RANK",
+    "HVD_SIZE",
+    "HOROVOD_RANK",
+    "HOROVOD_SIZE",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "PMI_RANK",
+    "PMI_SIZE",
+    "SLURM_PROCID",
+    "SLURM_NTASKS",
+    "RANK",
+    "WORLD_SIZE",
+    "HVD_STORE_DIR",
+    "HOROVOD_STORE_DIR",
+];
+
+/// Runs the ignored test `child` in a child process with exactly `vars` set among the
+/// launcher variables; returns what it printed after `RESULT `.
+fn child_with(child: &str, vars: &[(&str, &str)]) -> String {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        child,
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ]);
+    for name in LAUNCHER_VARIABLES {
+        cmd.env_remove(name);
+    }
+    cmd.envs(vars.iter().copied()).env("HVD_TEST_CHILD", "1");
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    stdout
+        .lines()
+        .find_map(|l| l.split_once("RESULT ").map(|(_, rest)| rest))
+        .unwrap_or("no output")
+        .to_string()
+}
+
+fn world_with(vars: &[(&str, &str)]) -> String {
+    child_with("print_world", vars)
+}
+
+fn print_result<T>(result: hvd::Result<T>, show: impl Fn(T) -> String) {
+    if std::env::var_os("HVD_TEST_CHILD").is_some() {
+        match result {
+            Ok(v) => println!("RESULT {}", show(v)),
+            Err(e) => println!("RESULT error: {e}"),
+        }
+    }
+}
+
+#[test]
+#[ignore = "run by the other tests in a child process"]
+fn print_world() {
+    print_result(World::from_env(), |w| {
+        format!("{} {} {}", w.launcher, w.rank, w.size)
+    });
+}
+
+#[test]
+#[ignore = "run by the other tests in a child process"]
+fn print_config() {
+    print_result(Config::from_env(), |c| c.to_string().replace('\n', " | "));
+}
+
+#[test]
+fn configuration_takes_units_aliases_and_names_bad_values() {
+    assert_eq!(
+        child_with(
+            "print_config",
+            &[
+                ("HVD_CYCLE_TIME", "2.5"),
+                ("HOROVOD_FUSION_THRESHOLD", "64MiB"),
+                ("HVD_STALL_CHECK_TIME", "2m"),
+                ("HVD_CACHE_CAPACITY", "0")
+            ]
+        ),
+        "HVD_CYCLE_TIME          2.5ms | HVD_CACHE_CAPACITY      0 | HVD_FUSION_THRESHOLD    64M | HVD_STALL_CHECK_TIME    120s | HVD_STALL_SHUTDOWN_TIME 300s"
+    );
+    assert_eq!(
+        child_with("print_config", &[("HOROVOD_STALL_CHECK_DISABLE", "1")]),
+        "HVD_CYCLE_TIME          1ms | HVD_CACHE_CAPACITY      1024 | HVD_FUSION_THRESHOLD    128M | HVD_STALL_CHECK_TIME    off | HVD_STALL_SHUTDOWN_TIME off"
+    );
+    assert_eq!(
+        child_with("print_config", &[("HVD_FUSION_THRESHOLD", "lots")]),
+        format!(
+            "error: invalid value \"lots\" for HVD_FUSION_THRESHOLD: expected {}",
+            hvd::core::units::BYTE_FORMS
+        )
+    );
+    assert_eq!(
+        child_with("print_config", &[("HOROVOD_CACHE_CAPACITY", "-3")]),
+        "error: invalid value \"-3\" for HOROVOD_CACHE_CAPACITY: expected a number of entries such as 1024 (0 turns the cache off)"
+    );
+    assert_eq!(
+        child_with("print_config", &[("HVD_STALL_CHECK_DISABLE", "maybe")]),
+        "error: invalid value \"maybe\" for HVD_STALL_CHECK_DISABLE: expected 1/true/yes/on or 0/false/no/off"
+    );
+}
+
+#[test]
+fn each_launcher_is_recognised() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    assert_eq!(world_with(&[]), "none 0 1");
+    assert_eq!(
+        world_with(&[("HVD_RANK", "1"), ("HVD_SIZE", "2"), ("HVD_STORE_DIR", d)]),
+        "hvdrun 1 2"
+    );
+    assert_eq!(
+        world_with(&[
+            ("HOROVOD_RANK", "1"),
+            ("HOROVOD_SIZE", "2"),
+            ("HOROVOD_STORE_DIR", d)
+        ]),
+        "hvdrun 1 2"
+    );
+    assert_eq!(
+        world_with(&[
+            ("OMPI_COMM_WORLD_RANK", "3"),
+            ("OMPI_COMM_WORLD_SIZE", "4"),
+            ("HVD_STORE_DIR", d)
+        ]),
+        "Open MPI 3 4"
+    );
+    assert_eq!(
+        world_with(&[("PMI_RANK", "0"), ("PMI_SIZE", "2"), ("HVD_STORE_DIR", d)]),
+        "MPICH 0 2"
+    );
+    assert_eq!(
+        world_with(&[
+            ("SLURM_PROCID", "2"),
+            ("SLURM_NTASKS", "3"),
+            ("HVD_STORE_DIR", d)
+        ]),
+        "Slurm 2 3"
+    );
+    assert_eq!(
+        world_with(&[("RANK", "1"), ("WORLD_SIZE", "8"), ("HVD_STORE_DIR", d)]),
+        "torchrun 1 8"
+    );
+}
+
+#[test]
+fn bad_launcher_variables_are_named() {
+    assert_eq!(
+        world_with(&[("RANK", "one"), ("WORLD_SIZE", "2")]),
+        "error: invalid value \"one\" for RANK: expected a whole number"
+    );
+    assert_eq!(
+        world_with(&[("SLURM_PROCID", "4"), ("SLURM_NTASKS", "4")]),
+        "error: invalid value \"4\" for SLURM_PROCID: expected a rank below SLURM_NTASKS=4"
+    );
+    assert_eq!(
+        world_with(&[("OMPI_COMM_WORLD_RANK", "0")]),
+        "error: invalid value \"set alone\" for OMPI_COMM_WORLD_RANK: expected both OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE (as Open MPI sets them)"
+    );
+    assert_eq!(
+        world_with(&[("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "2")]),
+        "error: invalid value \"unset\" for HVD_STORE_DIR: expected a directory every rank can reach, for the ranks to find each other (rank 0 of 2 was started by Open MPI; hvdrun sets it for you)"
+    );
+}

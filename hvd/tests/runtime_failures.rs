@@ -1,0 +1,165 @@
+//! What happens when ranks do not keep up: stalls, joins, ranks that leave.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{config, job, job_with_sets};
+use hvd::{Config, ReduceOp};
+
+#[test]
+fn a_tensor_one_rank_never_submits_fails_after_the_stall_shutdown_time() {
+    let cfg = Config {
+        stall_check: Some(Duration::from_millis(100)),
+        stall_shutdown: Some(Duration::from_millis(400)),
+        ..config()
+    };
+    let started = Instant::now();
+    // Keeps every rank in the job until all have their results: a rank that left would
+    // fail the others' pending tensors for that reason instead.
+    let all_done = std::sync::Barrier::new(3);
+    let results = job(3, cfg, |hvd| {
+        // Rank 1 never submits grad.w1; every rank submits "after", which must still work.
+        let stalled = (hvd.rank() != 1).then(|| {
+            hvd.allreduce_async("grad.w1", vec![1.0f32], ReduceOp::Sum)
+                .unwrap()
+        });
+        let after = hvd.allreduce("after", vec![1u8], ReduceOp::Sum).unwrap();
+        let outcome = stalled.map(|h| h.wait().unwrap_err().to_string());
+        all_done.wait();
+        (outcome, after)
+    });
+    assert!(started.elapsed() < Duration::from_secs(10));
+    for (rank, (outcome, after)) in results.into_iter().enumerate() {
+        assert_eq!(after, [3]);
+        if let Some(message) = outcome {
+            let expected_start =
+                format!("rank {rank}: allreduce of tensor 'grad.w1' timed out after ");
+            let expected_end =
+                "waiting for rank(s) 1 to submit it (stall shutdown: HVD_STALL_SHUTDOWN_TIME)";
+            assert!(
+                message.starts_with(&expected_start) && message.ends_with(expected_end),
+                "{message}"
+            );
+        }
+    }
+}
+
+#[test]
+fn join_works_whichever_rank_joins_first() {
+    for first in 0..3 {
+        let results = job(3, config(), |hvd| {
+            let r = hvd.rank();
+            // Rank `first` has no data at all; the others have 2 steps each, the highest
+            // rank one more.
+            let steps = if r == first {
+                0
+            } else {
+                2 + usize::from(r == 2 && first != 2)
+            };
+            let mut averages = Vec::new();
+            for step in 0..steps {
+                averages.push(
+                    hvd.allreduce(&format!("step{step}"), vec![3.0f32], ReduceOp::Average)
+                        .unwrap()[0],
+                );
+            }
+            (averages, hvd.join().unwrap())
+        });
+        let last = if first == 2 { 1 } else { 2 };
+        for (rank, (averages, last_joined)) in results.into_iter().enumerate() {
+            assert_eq!(last_joined, last, "first joiner {first}, rank {rank}");
+            // Joined ranks contribute zeros; Average still divides by all 3 ranks.
+            let expected: Vec<f32> = match (rank == first, rank == 2 && first != 2) {
+                (true, _) => vec![],
+                (false, false) => vec![2.0, 2.0],
+                (false, true) => vec![2.0, 2.0, 1.0],
+            };
+            assert_eq!(averages, expected, "first joiner {first}, rank {rank}");
+        }
+    }
+}
+
+#[test]
+fn broadcast_while_a_rank_has_joined_is_a_clear_error() {
+    let results = job(2, config(), |hvd| {
+        if hvd.rank() == 0 {
+            let err = hvd.broadcast("w", vec![1u8], 0).unwrap_err().to_string();
+            hvd.join().unwrap();
+            err
+        } else {
+            hvd.join().unwrap();
+            String::new()
+        }
+    });
+    assert_eq!(
+        results[0],
+        "rank 0: invalid broadcast of tensor 'w': rank 1 has joined; only allreduce can run while ranks have joined"
+    );
+}
+
+#[test]
+fn process_sets_run_among_their_members_only() {
+    let results = job_with_sets(4, config(), vec![vec![0, 2], vec![3, 1]], |hvd| {
+        let evens = hvd.process_set(1).unwrap();
+        let odds = hvd.process_set(2).unwrap();
+        let (mine, other) = if hvd.rank() % 2 == 0 {
+            (&evens, &odds)
+        } else {
+            (&odds, &evens)
+        };
+        let sum = mine
+            .allreduce("x", vec![hvd.rank() as i32], ReduceOp::Sum)
+            .unwrap();
+        let set_rank = mine.topology().unwrap().rank();
+        let refused = other
+            .allreduce("x", vec![0i32], ReduceOp::Sum)
+            .unwrap_err()
+            .to_string();
+        // A dynamic set, then removed.
+        let all_but_0 = hvd.add_process_set(&[1, 2, 3]).unwrap();
+        let dynamic = all_but_0
+            .is_member()
+            .then(|| all_but_0.allreduce("y", vec![1u8], ReduceOp::Sum).unwrap());
+        hvd.remove_process_set(&all_but_0).unwrap();
+        (sum, set_rank, refused, all_but_0.id(), dynamic)
+    });
+    let sums: Vec<i32> = results.iter().map(|r| r.0[0]).collect();
+    assert_eq!(sums, [2, 4, 2, 4]);
+    let set_ranks: Vec<usize> = results.iter().map(|r| r.1).collect();
+    assert_eq!(set_ranks, [0, 1, 1, 0]);
+    assert_eq!(
+        results[0].2,
+        "rank 0: invalid allreduce of tensor 'x': rank 0 is not a member of process set 2 (ranks [3, 1])"
+    );
+    assert!(results.iter().all(|r| r.3 == 3));
+    let dynamic: Vec<Option<Vec<u8>>> = results.iter().map(|r| r.4.clone()).collect();
+    assert_eq!(dynamic, [None, Some(vec![3]), Some(vec![3]), Some(vec![3])]);
+}
+
+#[test]
+fn a_rank_that_leaves_fails_the_others_with_its_rank_in_the_message() {
+    let results = job(3, config(), |hvd| {
+        if hvd.rank() == 2 {
+            hvd.allreduce("warmup", vec![1u8], ReduceOp::Sum).unwrap();
+            hvd.shutdown();
+            return (String::new(), String::new());
+        }
+        hvd.allreduce("warmup", vec![1u8], ReduceOp::Sum).unwrap();
+        let pending = hvd
+            .allreduce("grad", vec![1u8], ReduceOp::Sum)
+            .unwrap_err()
+            .to_string();
+        let later = hvd
+            .allreduce("later", vec![1u8], ReduceOp::Sum)
+            .unwrap_err()
+            .to_string();
+        (pending, later)
+    });
+    let expected =
+        "hvd is shut down: rank 2 shut down (its hvd was dropped or shutdown() was called)";
+    for (pending, later) in &results[..2] {
+        assert_eq!(pending, expected);
+        assert_eq!(later, expected);
+    }
+}
