@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use hvd_core::Collective;
 use hvd_fusion::Fusion;
+use hvd_timeline::{Recorder, Timeline};
 
 use crate::runtime::Config;
 
@@ -16,11 +17,19 @@ pub(crate) struct Stack {
 
 impl Stack {
     /// Wraps `transport`, innermost first.
-    pub fn build(transport: Arc<dyn Collective>, config: &Config) -> Stack {
+    pub fn build(
+        transport: Arc<dyn Collective>,
+        config: &Config,
+        recorder: &Arc<Recorder>,
+    ) -> Stack {
         // Tensor Fusion: a cycle's batch of small tensors becomes a few large collectives.
-        let fusion = Arc::new(Fusion::new(transport, config.fusion_threshold));
+        // It reports its copies into and out of the fusion buffer to the timeline.
+        let fusion =
+            Arc::new(Fusion::new(transport, config.fusion_threshold).with_tracer(recorder.clone()));
+        // Timeline: every collective as a span on each of its tensors' rows.
+        let timeline = Timeline::new(fusion.clone(), recorder.clone());
         Stack {
-            top: Box::new(fusion.clone()),
+            top: Box::new(timeline),
             fusion,
         }
     }

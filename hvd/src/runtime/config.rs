@@ -35,6 +35,12 @@ pub struct Config {
     pub autotune_log: Option<PathBuf>,
     /// Training steps per autotune sample (`HVD_AUTOTUNE_STEPS_PER_SAMPLE`; default 1).
     pub autotune_steps_per_sample: usize,
+    /// Record a Chrome trace of every rank into this file, written by rank 0
+    /// (`HVD_TIMELINE`).
+    pub timeline: Option<PathBuf>,
+    /// Mark the start of every negotiation cycle in the trace
+    /// (`HVD_TIMELINE_MARK_CYCLES=1`).
+    pub timeline_mark_cycles: bool,
 }
 
 impl Default for Config {
@@ -48,6 +54,8 @@ impl Default for Config {
             autotune: false,
             autotune_log: None,
             autotune_steps_per_sample: 1,
+            timeline: None,
+            timeline_mark_cycles: false,
         }
     }
 }
@@ -118,6 +126,8 @@ impl Config {
         )? {
             config.autotune_steps_per_sample = n;
         }
+        config.timeline = env::lookup("TIMELINE").map(|(_, path)| PathBuf::from(path));
+        config.timeline_mark_cycles = flag("TIMELINE_MARK_CYCLES")?;
         Ok(config)
     }
 }

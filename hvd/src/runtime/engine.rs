@@ -31,6 +31,7 @@ use super::response::Response;
 use super::stall::StallInspector;
 use super::stats::Stats;
 use super::table::MessageTable;
+use super::timeline::{FLUSH_EVERY, Trace};
 use super::tuning::Tuning;
 use super::wire::Announcement;
 use crate::stack::Stack;
@@ -79,6 +80,8 @@ pub(crate) struct EngineParts {
     pub registry: Option<Arc<dyn SetRegistry>>,
     /// Present on the global set's engine when autotuning.
     pub tuning: Option<Tuning>,
+    /// The trace this engine records into; the global set's engine also gathers it.
+    pub trace: Arc<Trace>,
 }
 
 pub(crate) struct Engine {
@@ -95,9 +98,15 @@ pub(crate) struct Engine {
     config: Config,
     /// The autotuner (global set only, when `HVD_AUTOTUNE` is on).
     tuning: Option<Tuning>,
+    pub(super) trace: Arc<Trace>,
+    /// Cycles run; every rank of the set counts the same.
+    cycles: u64,
     next_seq: u64,
     leaving: bool,
 }
+
+/// Entries of the per-cycle vector before the response-cache bits.
+const FLAGS: usize = 3;
 
 /// What a cycle decided about the engine's future.
 enum Next {
@@ -124,6 +133,8 @@ impl Engine {
             cache: ResponseCache::new(parts.config.cache_capacity),
             stall: StallInspector::new(rank, parts.config.stall_check, parts.config.stall_shutdown),
             tuning: parts.tuning,
+            trace: parts.trace,
+            cycles: 0,
             config: parts.config,
             next_seq: 0,
             leaving: false,
@@ -132,6 +143,12 @@ impl Engine {
 
     /// Runs cycles until the job shuts down or fails; then fails whatever is left.
     pub fn run(mut self) {
+        if self.gathers_trace()
+            && let Err(e) = self.trace.align(self.control.as_ref())
+        {
+            self.stop(e);
+            return;
+        }
         loop {
             let (submissions, shutdown) = self.queue.take(self.config.cycle_time);
             submissions.into_iter().for_each(|s| self.accept(s));
@@ -150,6 +167,7 @@ impl Engine {
             buffer,
             slot,
         } = submission;
+        self.trace.recorder.queue_begin(&request.name);
         let progress = match self.cache.lookup(self.rank, &request) {
             Some(cache_slot) if !self.anyone_joined() => Progress::Cached(cache_slot),
             _ => Progress::ToAnnounce,
@@ -170,6 +188,11 @@ impl Engine {
 
     pub(super) fn fusion_threshold(&self) -> usize {
         self.config.fusion_threshold
+    }
+
+    /// The global set's engine gathers the job's trace; the others only record.
+    fn gathers_trace(&self) -> bool {
+        self.registry.is_some()
     }
 
     fn anyone_joined(&self) -> bool {
@@ -223,6 +246,8 @@ impl Engine {
     /// One negotiation round and the work it makes ready.
     fn cycle(&mut self) -> Result<Next> {
         self.stats.cycle();
+        self.cycles += 1;
+        self.trace.recorder.mark_cycle();
         self.refresh_cached();
         let announcement = self.announcement();
         let mut flags = self.flags(&announcement);
@@ -237,7 +262,7 @@ impl Engine {
             Reduction::new(ReduceOp::Min),
         )?;
         let mut responses: Vec<Response> = Vec::new();
-        for slot in (2..len).filter(|i| flags[*i] != 0).map(|i| i - 2) {
+        for slot in (FLAGS..len).filter(|i| flags[*i] != 0).map(|i| i - FLAGS) {
             if let Some(response) = self.cache.hit(slot) {
                 self.stats.cache_hit();
                 responses.push(response);
@@ -257,33 +282,41 @@ impl Engine {
         if let Some(params) = tune {
             self.apply(params);
         }
-        if leavers.is_empty() {
-            Ok(Next::Continue)
-        } else {
+        let trace_events = flags[2] == 0;
+        let last = !leavers.is_empty();
+        if self.gathers_trace() && trace_events && (last || self.cycles.is_multiple_of(FLUSH_EVERY))
+        {
+            self.trace.gather(self.control.as_ref())?;
+        }
+        if last {
             Ok(Next::Stop(Error::Shutdown {
                 cause: leavers.join("; "),
             }))
+        } else {
+            Ok(Next::Continue)
         }
     }
 
-    /// The vector the ranks AND: `[nothing to announce, not leaving, cache bits...]`.
+    /// The vector the ranks AND: `[nothing to announce, not leaving, no trace events,
+    /// cache bits...]`.
     fn flags(&self, announcement: &Announcement) -> Vec<u8> {
-        let mut flags = vec![0u8; 2 + self.cache.slots()];
+        let mut flags = vec![0u8; FLAGS + self.cache.slots()];
         flags[0] = (announcement.requests.is_empty()
             && announcement.stalled.is_empty()
             && announcement.tune.is_none()) as u8;
         flags[1] = announcement.leaving.is_none() as u8;
+        flags[2] = !self.trace.has_events() as u8;
         let joined = self.table.joined().get(self.rank).copied().unwrap_or(false);
         for p in self.pending.values() {
             if let Progress::Cached(slot) = p.progress {
-                flags[2 + slot] = 1;
+                flags[FLAGS + slot] = 1;
             }
         }
         if joined {
             // A joined rank takes part in every cached allreduce with zeros.
             for slot in 0..self.cache.slots() {
                 if self.cache.kind(slot) == Some(OpKind::Allreduce) {
-                    flags[2 + slot] = 1;
+                    flags[FLAGS + slot] = 1;
                 }
             }
         }
@@ -306,6 +339,9 @@ impl Engine {
                 // A rank announcing a cached name asked for it differently (or waited
                 // too long): the cached response is stale on every rank.
                 self.cache.invalidate(&request.name);
+                let recorder = &self.trace.recorder;
+                recorder.negotiate_begin(&request.name, request.kind.name());
+                recorder.negotiate_rank_ready(&request.name, from);
                 self.table.add(from, request);
             }
             leavers.extend(announcement.leaving);
@@ -317,6 +353,7 @@ impl Engine {
             }
         }
         for ready in self.table.take_ready() {
+            self.trace.recorder.negotiate_end(&ready.response.name);
             self.cache.insert(&ready.response, &ready.requests);
             responses.push(ready.response);
         }

@@ -66,6 +66,9 @@ impl Engine {
         while start < items.len() {
             let end = start + batch_len(&items[start..], self.fusion_threshold());
             let batch = &mut items[start..end];
+            for item in batch.iter() {
+                self.trace.recorder.queue_end(&item.name);
+            }
             let result = self.run_batch(batch);
             let failed = result.as_ref().err().cloned();
             for (item, outcome) in batch.iter_mut().zip(result.unwrap_or_default()) {

@@ -15,6 +15,7 @@ mod set_engine;
 mod stall;
 mod stats;
 mod table;
+mod timeline;
 mod tuning;
 mod wire;
 
@@ -31,6 +32,7 @@ pub use stats::StatsSnapshot;
 
 use engine::SetRegistry;
 use set_engine::{Registry, SetEngine};
+use timeline::Trace;
 
 use crate::{Backend, World, transport};
 
@@ -104,12 +106,22 @@ impl Builder {
             }
         };
         let topology = transport.topology().clone();
-        let registry = Arc::new(Registry::new(transport.clone(), config.clone()));
+        let trace = Arc::new(Trace::default());
+        trace.recorder.set_mark_cycles(config.timeline_mark_cycles);
+        if let Some(path) = &config.timeline {
+            trace.start(topology.rank(), path)?;
+        }
+        let registry = Arc::new(Registry::new(
+            transport.clone(),
+            config.clone(),
+            trace.clone(),
+        ));
         let global = SetEngine::start(
             0,
             transport,
             &config,
             Some(registry.clone() as Arc<dyn SetRegistry>),
+            trace.clone(),
         )?;
         tracing::debug!(
             rank = topology.rank(),
@@ -128,6 +140,7 @@ impl Builder {
                 config,
                 global,
                 registry,
+                trace,
             }),
         };
         for members in self.process_sets {
@@ -142,6 +155,7 @@ struct Inner {
     config: Config,
     global: Arc<SetEngine>,
     registry: Arc<Registry>,
+    trace: Arc<Trace>,
 }
 
 impl Drop for Inner {
@@ -229,6 +243,18 @@ impl Hvd {
         }
         let (members, engine) = self.inner.registry.get(id)?;
         Some(ProcessSet::new(id, members, self.rank(), engine))
+    }
+
+    /// Starts recording the Timeline: a Chrome trace of every rank, written by rank 0 to
+    /// `path` (ignored on other ranks). Call it on every rank; `HVD_TIMELINE` does it at
+    /// start. Open the file in Perfetto or chrome://tracing.
+    pub fn start_timeline(&self, path: impl AsRef<std::path::Path>) -> Result<()> {
+        self.inner.trace.start(self.rank(), path.as_ref())
+    }
+
+    /// Stops recording the Timeline; what was recorded still reaches the file.
+    pub fn stop_timeline(&self) {
+        self.inner.trace.stop();
     }
 
     /// Leaves the job now: the other ranks' pending and later calls fail with an error

@@ -12,6 +12,7 @@ use super::config::Config;
 use super::engine::{Engine, EngineParts, SetRegistry};
 use super::queue::Queue;
 use super::stats::Stats;
+use super::timeline::Trace;
 use super::tuning::Tuning;
 
 /// A running engine of a process set this rank belongs to.
@@ -31,6 +32,7 @@ impl SetEngine {
         transport: Arc<dyn Collective>,
         config: &Config,
         registry: Option<Arc<dyn SetRegistry>>,
+        trace: Arc<Trace>,
     ) -> Result<Arc<SetEngine>> {
         let queue = Arc::new(Queue::default());
         let stats = Arc::new(Stats::default());
@@ -42,13 +44,14 @@ impl SetEngine {
             None
         };
         let engine = Engine::new(EngineParts {
-            stack: crate::stack::Stack::build(transport.clone(), config),
+            stack: crate::stack::Stack::build(transport.clone(), config, &trace.recorder),
             control: transport.clone(),
             queue: queue.clone(),
             config: config.clone(),
             stats: stats.clone(),
             registry,
             tuning,
+            trace,
         });
         let thread = std::thread::Builder::new()
             .name(format!("hvd-set{id}-rank{rank}"))
@@ -81,16 +84,18 @@ type SetEntry = (Vec<usize>, Option<Arc<SetEngine>>);
 pub(crate) struct Registry {
     transport: Arc<dyn Collective>,
     config: Config,
+    trace: Arc<Trace>,
     next_id: AtomicUsize,
     /// Every set (this rank's engine, or `None` where it is not a member) by id.
     sets: Mutex<BTreeMap<usize, SetEntry>>,
 }
 
 impl Registry {
-    pub fn new(transport: Arc<dyn Collective>, config: Config) -> Self {
+    pub fn new(transport: Arc<dyn Collective>, config: Config, trace: Arc<Trace>) -> Self {
         Registry {
             transport,
             config,
+            trace,
             next_id: AtomicUsize::new(1),
             sets: Mutex::new(BTreeMap::new()),
         }
@@ -122,7 +127,13 @@ impl SetRegistry for Registry {
         // same on every rank.
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let engine = match self.transport.split(members)? {
-            Some(sub) => Some(SetEngine::start(id, Arc::from(sub), &self.config, None)?),
+            Some(sub) => Some(SetEngine::start(
+                id,
+                Arc::from(sub),
+                &self.config,
+                None,
+                self.trace.clone(),
+            )?),
             None => None,
         };
         self.sets

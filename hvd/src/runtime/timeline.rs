@@ -1,0 +1,68 @@
+//! The runtime's side of the Timeline: where the trace goes, when it is gathered.
+//!
+//! Every rank records into its own [`Recorder`]; rank 0 owns the [`TraceFile`]. The
+//! global set's engine gathers every rank's events to rank 0 every [`FLUSH_EVERY`]
+//! cycles, but only when some rank has events (a flag in the vector the ranks AND each
+//! cycle), and once more when the job ends, so an idle or untraced job pays nothing.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use hvd_core::{Collective, Result};
+use hvd_timeline::{Recorder, TraceFile, align_clocks, flush};
+
+/// Cycles between two gatherings of the trace.
+pub(crate) const FLUSH_EVERY: u64 = 64;
+
+/// Barrier rounds used to align the ranks' clocks at start.
+const ALIGNMENT_ROUNDS: usize = 10;
+
+/// The trace of this process: its recorder and, on rank 0, the file.
+#[derive(Default)]
+pub(crate) struct Trace {
+    pub recorder: Arc<Recorder>,
+    file: Mutex<Option<TraceFile>>,
+}
+
+impl Trace {
+    fn file(&self) -> MutexGuard<'_, Option<TraceFile>> {
+        self.file.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Starts recording; on rank 0, into a new file at `path`.
+    pub fn start(&self, rank: usize, path: &Path) -> Result<()> {
+        if rank == 0 {
+            *self.file() = Some(TraceFile::create(path)?);
+        }
+        self.recorder.start();
+        Ok(())
+    }
+
+    /// Stops recording; what was recorded still reaches the file at the next gathering.
+    pub fn stop(&self) {
+        self.recorder.stop();
+    }
+
+    /// Measures this rank's clock against rank 0's (collective over `group`), so that
+    /// rank 0's file shows every rank on one time axis.
+    pub fn align(&self, group: &dyn Collective) -> Result<()> {
+        let alignment = align_clocks(group, ALIGNMENT_ROUNDS)?;
+        tracing::debug!(
+            max_error_us = alignment.max_error_ns() as f64 / 1e3,
+            "timeline clocks aligned"
+        );
+        self.recorder.set_clock_offset(alignment.local());
+        Ok(())
+    }
+
+    /// Whether this rank has events to gather.
+    pub fn has_events(&self) -> bool {
+        self.recorder.pending() > 0
+    }
+
+    /// Gathers every rank's events into rank 0's file (collective over `group`).
+    pub fn gather(&self, group: &dyn Collective) -> Result<()> {
+        let mut file = self.file();
+        flush(&self.recorder, group, file.as_mut())
+    }
+}

@@ -1,0 +1,97 @@
+//! The Timeline through the runtime: one trace for the whole job, valid JSON, every rank
+//! a process row, Horovod's event names.
+
+mod common;
+
+use common::{config, job};
+use hvd::{Config, ReduceOp};
+use serde_json::Value;
+
+fn events(path: &std::path::Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap();
+    serde_json::from_str::<Vec<Value>>(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+fn names(events: &[Value], pid: u64) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e["pid"] == pid && e["ph"] != "M")
+        .filter_map(|e| e["name"].as_str().map(String::from))
+        .collect()
+}
+
+#[test]
+fn a_job_writes_one_trace_with_every_rank_and_horovods_event_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("trace.json");
+    let cfg = Config {
+        timeline: Some(path.clone()),
+        timeline_mark_cycles: true,
+        ..config()
+    };
+    job(2, cfg, |hvd| {
+        for step in 0..3 {
+            let tensors = (0..3)
+                .map(|i| (format!("grad.{i}"), vec![step as f32; 64]))
+                .collect();
+            hvd.grouped_allreduce(tensors, ReduceOp::Sum).unwrap();
+        }
+        hvd.broadcast("weights", vec![1u8; 8], 0).unwrap();
+    });
+    let events = events(&path);
+    for rank in 0..2u64 {
+        let names = names(&events, rank);
+        for expected in [
+            "NEGOTIATE_ALLREDUCE",
+            "QUEUE",
+            "LOCAL_ALLREDUCE",
+            "MEMCPY_IN_FUSION_BUFFER",
+            "MEMCPY_OUT_FUSION_BUFFER",
+            "NEGOTIATE_BROADCAST",
+            "LOCAL_BROADCAST",
+            "CYCLE_START",
+        ] {
+            assert!(
+                names.iter().any(|n| n == expected),
+                "rank {rank} lacks {expected}: {names:?}"
+            );
+        }
+        let process_name = events
+            .iter()
+            .find(|e| e["ph"] == "M" && e["pid"] == rank && e["name"] == "process_name");
+        assert_eq!(
+            process_name.unwrap()["args"]["name"],
+            format!("rank {rank}")
+        );
+    }
+    let allreduce = events
+        .iter()
+        .find(|e| e["name"] == "LOCAL_ALLREDUCE" && e["ph"] == "B")
+        .unwrap();
+    assert_eq!(allreduce["args"]["dtype"], "f32");
+}
+
+#[test]
+fn the_timeline_can_start_and_stop_while_the_job_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("later.json");
+    job(2, config(), |hvd| {
+        hvd.allreduce("before", vec![1i32], ReduceOp::Sum).unwrap();
+        hvd.start_timeline(&path).unwrap();
+        hvd.allreduce("during", vec![1i32], ReduceOp::Sum).unwrap();
+        hvd.barrier().unwrap();
+        hvd.stop_timeline();
+        hvd.allreduce("after", vec![1i32], ReduceOp::Sum).unwrap();
+    });
+    let events = events(&path);
+    let rows: Vec<&str> = events
+        .iter()
+        .filter(|e| e["name"] == "thread_name")
+        .filter_map(|e| e["args"]["name"].as_str())
+        .collect();
+    assert!(rows.contains(&"during"), "{rows:?}");
+    assert!(
+        !rows.contains(&"before") && !rows.contains(&"after"),
+        "{rows:?}"
+    );
+}
