@@ -4,16 +4,35 @@
 //! shard of the data; gradients are averaged with a bandwidth-optimal ring-allreduce
 //! instead of a parameter server.
 //!
-//! This is the crate users depend on. Today it offers:
-//! - the whole contract of [`hvd_core`] (re-exported): [`Collective`], dtypes, tensor
-//!   views, reduction semantics, rendezvous stores;
-//! - [`World`]: this process's rank, size and rendezvous, from the launcher's environment;
-//! - [`transport::connect`]: the transport chosen by Cargo features (`gloo-tcp`, on by
-//!   default), connected to the other ranks;
-//! - the `hvd-bench` tool: nccl-tests-style benchmarks of every collective.
+//! ```no_run
+//! use hvd::ReduceOp;
 //!
-//! The runtime (named asynchronous collectives, negotiation, Tensor Fusion, Timeline) is
-//! built on these pieces.
+//! # fn main() -> hvd::Result<()> {
+//! let hvd = hvd::init()?;                        // 1. join the job the launcher started
+//! let weights = hvd.broadcast("w", vec![0.5f32; 4], 0)?; // 2. same start everywhere
+//! let grads = vec![hvd.rank() as f32; 4];       // 3. this rank's gradients...
+//! let averaged = hvd.allreduce("grad.w", grads, ReduceOp::Average)?; // ...averaged
+//! # let _ = (weights, averaged);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! What is here:
+//! - the runtime ([`init`], [`Hvd`], [`ProcessSet`]): named asynchronous collectives
+//!   negotiated by a background thread per process set, so ranks may submit in any
+//!   order; a response cache; Tensor Fusion; the stall inspector; join; process sets;
+//!   the Timeline; autotuning; configuration from `HVD_*` / `HOROVOD_*` variables
+//!   ([`Config`]);
+//! - the whole contract of [`hvd_core`] (re-exported as [`core`]): [`Collective`], dtypes,
+//!   tensor views, reduction semantics, rendezvous stores;
+//! - [`World`]: rank, size and rendezvous from hvdrun, mpirun, Slurm or torchrun;
+//! - [`transport`]: the transport chosen by Cargo features (`gloo-tcp`, on by default);
+//! - [`launch::LocalJob`]: N local ranks of a command, supervised;
+//! - the `hvd-bench` tool: nccl-tests-style benchmarks of every collective and of the
+//!   runtime, fusion and autotuning.
+//!
+//! The middleware stack is built in one place, `stack.rs`:
+//! `Timeline<Fusion<transport>>`.
 
 mod autotune;
 pub mod env;

@@ -3,8 +3,10 @@
 //! - `test-cluster`: builds and runs every test of the workspace, the multi-process ones
 //!   included, for every transport whose system library is present, and says which it
 //!   skipped and why (with the command that installs what is missing).
+//! - `bench-peers`: hvd-bench next to Open MPI and Gloo, in one run, as speed-ups.
 
 mod backends;
+mod bench_peers;
 mod test_cluster;
 
 use std::process::ExitCode;
@@ -14,12 +16,23 @@ const USAGE: &str = "usage: cargo xtask <command>
 commands:
   test-cluster [-- <extra test-runner args>]
       Run every test, multi-process ones included, for every transport whose system
-      library is present; name the skipped ones and how to enable them.";
+      library is present; name the skipped ones and how to enable them.
+  bench-peers [--np 2,4] [--sizes 4K,1M,256M] [--repeats 3] [--peers DIR]
+      Run hvd-bench next to Open MPI (TCP and shared memory) and Gloo in one run and
+      print the medians and hvd's speed-ups.";
+
+/// The workspace's root directory (xtask lives one level below it).
+pub(crate) fn workspace_root() -> std::path::PathBuf {
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    here.parent()
+        .map_or_else(|| here.to_path_buf(), std::path::Path::to_path_buf)
+}
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("test-cluster") => test_cluster::run(&args[1..]),
+        Some("bench-peers") => bench_peers::run(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             Ok(())

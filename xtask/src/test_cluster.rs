@@ -1,16 +1,9 @@
 //! `cargo xtask test-cluster`: every test, for every transport this machine can run.
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::backends::{self, Availability};
-
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."))
-}
+use crate::workspace_root;
 
 fn has_nextest() -> bool {
     Command::new("cargo")

@@ -13,25 +13,41 @@ struct Variant {
     fusion_threshold: usize,
     /// Submit `tensors` tensors (true) or their bytes as one tensor (false).
     split: bool,
+    /// Record the Timeline meanwhile.
+    timeline: bool,
 }
 
-const VARIANTS: [Variant; 3] = [
+const VARIANTS: [Variant; 4] = [
     Variant {
         name: "fusion off",
         fusion_threshold: 0,
         split: true,
+        timeline: false,
     },
     Variant {
         name: "fusion on",
         fusion_threshold: 128 << 20,
         split: true,
+        timeline: false,
     },
     Variant {
         name: "one tensor",
         fusion_threshold: 128 << 20,
         split: false,
+        timeline: false,
+    },
+    Variant {
+        name: "on+timeline",
+        fusion_threshold: 128 << 20,
+        split: true,
+        timeline: true,
     },
 ];
+
+/// Where the timeline variant writes its trace (removed afterwards).
+fn trace_path() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("hvd-bench-fusion-{}.json", std::process::id()))
+}
 
 /// Times one step (submit every tensor, wait for all) `iters` times; returns the slowest
 /// rank's median in microseconds.
@@ -83,6 +99,7 @@ pub fn run(
     for variant in &VARIANTS {
         let config = Config {
             fusion_threshold: variant.fusion_threshold,
+            timeline: variant.timeline.then(trace_path),
             ..Config::from_env()?
         };
         let hvd = Hvd::builder()
@@ -91,6 +108,9 @@ pub fn run(
             .build()?;
         let micros = step_time(&hvd, tensors, elements, variant.split, iters)?;
         hvd.shutdown();
+        if variant.timeline {
+            let _ = std::fs::remove_file(trace_path());
+        }
         rows.push((variant.name, micros));
     }
     if rank != 0 {

@@ -1,0 +1,357 @@
+//! `cargo xtask bench-peers`: hvd-bench next to the peer implementations, in one run.
+//!
+//! For each job size it runs, alternately and `--repeats` times, hvd's allreduce over its
+//! TCP transport, Open MPI's `MPI_Allreduce` over TCP on loopback and over shared memory
+//! (the peer benchmark in the peers directory), and torch.distributed's Gloo when PyTorch
+//! is installed; then allgather, broadcast and alltoall against Open MPI over TCP. It
+//! prints each median and hvd's speed-up (the peer's time over hvd's). Missing peers are
+//! skipped with the command that installs them.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::workspace_root;
+
+/// Median time in microseconds per message size, for one implementation.
+type Series = BTreeMap<usize, Vec<f64>>;
+
+struct Options {
+    nps: Vec<usize>,
+    sizes: Vec<usize>,
+    repeats: usize,
+    peers: PathBuf,
+}
+
+fn parse_size(text: &str) -> Result<usize, String> {
+    let (digits, unit) = text.split_at(
+        text.find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len()),
+    );
+    let n: usize = digits.parse().map_err(|_| format!("bad size '{text}'"))?;
+    let unit = match unit.to_ascii_uppercase().as_str() {
+        "" => 1,
+        "K" => 1 << 10,
+        "M" => 1 << 20,
+        "G" => 1 << 30,
+        _ => return Err(format!("bad size '{text}' (use 4K, 1M, 256M)")),
+    };
+    Ok(n * unit)
+}
+
+fn options(args: &[String]) -> Result<Options, String> {
+    let mut o = Options {
+        nps: vec![2, 4],
+        sizes: [4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20, 256 << 20].to_vec(),
+        repeats: 3,
+        peers: workspace_root().join("../shared/peers"),
+    };
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--np" => {
+                o.nps = value()?
+                    .split(',')
+                    .map(|n| n.parse().map_err(|_| format!("bad --np '{n}'")))
+                    .collect::<Result<_, _>>()?
+            }
+            "--sizes" => {
+                o.sizes = value()?
+                    .split(',')
+                    .map(parse_size)
+                    .collect::<Result<_, _>>()?
+            }
+            "--repeats" => o.repeats = value()?.parse().map_err(|_| "bad --repeats".to_string())?,
+            "--peers" => o.peers = PathBuf::from(value()?),
+            other => {
+                return Err(format!(
+                    "unknown option '{other}' (--np 2,4 --sizes 4K,1M --repeats 3 --peers DIR)"
+                ));
+            }
+        }
+    }
+    Ok(o)
+}
+
+fn run_capture(cmd: &mut Command) -> Result<String, String> {
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{cmd:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// `(bytes, median µs)` of every `RES` line of the MPI peers' output.
+fn mpi_rows(stdout: &str, bytes_col: usize, time_col: usize) -> Vec<(usize, f64)> {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with("RES "))
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            Some((
+                f.get(bytes_col)?.parse().ok()?,
+                f.get(time_col)?.parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+/// `(bytes, median µs)` of hvd-bench's JSON lines.
+fn hvd_rows(stdout: &str) -> Vec<(usize, f64)> {
+    let field = |line: &str, key: &str| -> Option<f64> {
+        let start = line.find(&format!("\"{key}\":"))? + key.len() + 3;
+        let rest = &line[start..];
+        rest[..rest.find([',', '}'])?].parse().ok()
+    };
+    stdout
+        .lines()
+        .filter_map(|l| Some((field(l, "bytes")? as usize, field(l, "time_us_median")?)))
+        .collect()
+}
+
+/// `(bytes, median µs)` of the Gloo peer's `RES` lines (`sync_med=...us`).
+fn gloo_rows(stdout: &str) -> Vec<(usize, f64)> {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with("RES "))
+        .filter_map(|l| {
+            let bytes = l.split_whitespace().nth(1)?.parse().ok()?;
+            let med = l.split("sync_med=").nth(1)?.trim_start();
+            Some((bytes, med[..med.find("us")?].trim().parse().ok()?))
+        })
+        .collect()
+}
+
+fn add(series: &mut Series, rows: Vec<(usize, f64)>) {
+    for (bytes, us) in rows {
+        series.entry(bytes).or_default().push(us);
+    }
+}
+
+fn median(values: &[f64]) -> Option<f64> {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied()
+}
+
+struct Peers {
+    mpirun: bool,
+    allreduce: Option<PathBuf>,
+    collectives: Option<PathBuf>,
+    gloo: Option<PathBuf>,
+}
+
+fn compile_peers(root: &Path, peers: &Path) -> Peers {
+    let out = root.join("target/peers");
+    let _ = std::fs::create_dir_all(&out);
+    let mpicc = |src: PathBuf, bin: &str| -> Option<PathBuf> {
+        let bin = out.join(bin);
+        let ok = Command::new("mpicc")
+            .args(["-O2", "-o"])
+            .arg(&bin)
+            .arg(&src)
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then_some(bin)
+    };
+    let mpirun = Command::new("mpirun")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let allreduce = mpirun
+        .then(|| mpicc(peers.join("mpi_allreduce_bench.c"), "mpi_allreduce_bench"))
+        .flatten();
+    let collectives = mpirun
+        .then(|| {
+            mpicc(
+                root.join("xtask/peers/mpi_collectives.c"),
+                "mpi_collectives",
+            )
+        })
+        .flatten();
+    let torch = Command::new("python3")
+        .args(["-c", "import torch"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let gloo = peers.join("torch_gloo_bench.py");
+    Peers {
+        mpirun,
+        allreduce,
+        collectives,
+        gloo: (torch && gloo.exists()).then_some(gloo),
+    }
+}
+
+fn mpirun(np: usize, btl: &str) -> Command {
+    let mut cmd = Command::new("mpirun");
+    cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .args([
+            "--oversubscribe",
+            "--mca",
+            "pml",
+            "ob1",
+            "--mca",
+            "btl",
+            btl,
+            "-np",
+            &np.to_string(),
+        ]);
+    if btl.starts_with("tcp") {
+        cmd.args(["--mca", "btl_tcp_if_include", "lo"]);
+    }
+    cmd
+}
+
+fn fmt_us(us: Option<f64>) -> String {
+    us.map_or_else(
+        || "-".into(),
+        |us| {
+            if us >= 1000.0 {
+                format!("{:.2} ms", us / 1e3)
+            } else {
+                format!("{us:.1} us")
+            }
+        },
+    )
+}
+
+fn speedup(peer: Option<f64>, hvd: Option<f64>) -> String {
+    match (peer, hvd) {
+        (Some(p), Some(h)) => format!("{:.2}x", p / h),
+        _ => "-".into(),
+    }
+}
+
+pub fn run(args: &[String]) -> Result<(), String> {
+    let o = options(args)?;
+    let root = workspace_root();
+    let status = Command::new("cargo")
+        .args(["build", "--release", "--bin", "hvd-bench"])
+        .current_dir(&root)
+        .status();
+    if !status.is_ok_and(|s| s.success()) {
+        return Err("building hvd-bench failed".into());
+    }
+    let bench = root.join("target/release/hvd-bench");
+    let peers = compile_peers(&root, &o.peers);
+    if !peers.mpirun {
+        println!(
+            "bench-peers: skipping Open MPI (install: apt-get install openmpi-bin libopenmpi-dev)"
+        );
+    }
+    if peers.gloo.is_none() {
+        println!("bench-peers: skipping torch.distributed Gloo (install: pip install torch numpy)");
+    }
+    let sizes: Vec<String> = o.sizes.iter().map(|s| s.to_string()).collect();
+    let size_list = o
+        .sizes
+        .iter()
+        .map(|s| format!("{s}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    for &np in &o.nps {
+        let (mut hvd, mut tcp, mut shm, mut gloo) =
+            (Series::new(), Series::new(), Series::new(), Series::new());
+        for _ in 0..o.repeats {
+            let out = run_capture(Command::new(&bench).args([
+                "allreduce",
+                "--np",
+                &np.to_string(),
+                "--sizes",
+                &size_list,
+                "--json",
+            ]))?;
+            add(&mut hvd, hvd_rows(&out));
+            if let Some(bin) = &peers.allreduce {
+                add(
+                    &mut tcp,
+                    mpi_rows(
+                        &run_capture(mpirun(np, "tcp,self").arg(bin).args(&sizes))?,
+                        1,
+                        4,
+                    ),
+                );
+                add(
+                    &mut shm,
+                    mpi_rows(
+                        &run_capture(mpirun(np, "vader,self").arg(bin).args(&sizes))?,
+                        1,
+                        4,
+                    ),
+                );
+            }
+            if let Some(script) = &peers.gloo {
+                let out = run_capture(
+                    Command::new("python3")
+                        .arg(script)
+                        .args(["--world", &np.to_string(), "--no-fusion", "--sizes"])
+                        .args(&sizes),
+                )?;
+                add(&mut gloo, gloo_rows(&out));
+            }
+        }
+        println!(
+            "\n### allreduce, f32 sum, {np} ranks, loopback (median of {} alternating runs; speed-up = peer time / hvd time)\n",
+            o.repeats
+        );
+        println!(
+            "| size | hvd TCP | Open MPI TCP | speed-up | Open MPI shm | speed-up | Gloo | speed-up |"
+        );
+        println!("|---|---|---|---|---|---|---|---|");
+        for bytes in &o.sizes {
+            let m = |s: &Series| s.get(bytes).and_then(|v| median(v));
+            let h = m(&hvd);
+            println!(
+                "| {bytes} | {} | {} | {} | {} | {} | {} | {} |",
+                fmt_us(h),
+                fmt_us(m(&tcp)),
+                speedup(m(&tcp), h),
+                fmt_us(m(&shm)),
+                speedup(m(&shm), h),
+                fmt_us(m(&gloo)),
+                speedup(m(&gloo), h)
+            );
+        }
+        let big = 64usize << 20;
+        println!(
+            "\n### allgather, broadcast, alltoall at 64 MiB, {np} ranks (median of {} runs)\n",
+            o.repeats
+        );
+        println!("| op | hvd TCP | Open MPI TCP | speed-up |");
+        println!("|---|---|---|---|");
+        for op in ["allgather", "broadcast", "alltoall"] {
+            let mut h = Vec::new();
+            let mut p = Vec::new();
+            for _ in 0..o.repeats {
+                let out = run_capture(Command::new(&bench).args([
+                    op,
+                    "--np",
+                    &np.to_string(),
+                    "--sizes",
+                    &big.to_string(),
+                    "--json",
+                ]))?;
+                h.extend(hvd_rows(&out).into_iter().map(|r| r.1));
+                if let Some(bin) = &peers.collectives {
+                    let out =
+                        run_capture(mpirun(np, "tcp,self").arg(bin).arg(op).arg(big.to_string()))?;
+                    p.extend(mpi_rows(&out, 2, 5).into_iter().map(|r| r.1));
+                }
+            }
+            println!(
+                "| {op} | {} | {} | {} |",
+                fmt_us(median(&h)),
+                fmt_us(median(&p)),
+                speedup(median(&p), median(&h))
+            );
+        }
+    }
+    Ok(())
+}
