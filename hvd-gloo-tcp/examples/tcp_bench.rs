@@ -6,7 +6,8 @@
 //! ```
 //! `op` is allreduce (default), allgather, broadcast or alltoall; sizes are in bytes of
 //! f32 data (the allgather output, the alltoall input), default 4K 64K 1M 16M 64M 256M.
-//! `HVD_BENCH_BUSY_POLL_US` and `HVD_BENCH_CHUNK` override `busy_poll` and `chunk_bytes`.
+//! `HVD_BENCH_BUSY_POLL_US` and `HVD_BENCH_CHUNK` override `busy_poll` and `chunk_bytes`;
+//! `HVD_BENCH_PIN=1` pins rank `r` to core `r % cores` (as `mpirun --bind-to core` does).
 //! Each iteration is timed between a barrier and the end of the call; the time of an
 //! iteration is the slowest rank's, and the table shows the median over iterations with
 //! nccl-tests' algbw (bytes / time) and busbw (the bytes each link carries / time).
@@ -52,7 +53,8 @@ fn launch(ranks: usize, args: &[String]) -> Result<(), Box<dyn std::error::Error
             let mut command = match std::env::var("HVD_BENCH_PIN") {
                 Ok(_) => {
                     let mut pinned = Command::new("taskset");
-                    pinned.arg("-c").arg((rank % 2).to_string()).arg(exe);
+                    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                    pinned.arg("-c").arg((rank % cores).to_string()).arg(exe);
                     pinned
                 }
                 Err(_) => Command::new(exe),
@@ -82,14 +84,17 @@ fn run_rank(
     let store = Arc::new(FileStore::new(std::env::var(DIR)?)?);
     let mut config = TcpConfig::from_env()?;
     if let Ok(micros) = std::env::var("HVD_BENCH_BUSY_POLL_US") {
-        config.busy_poll = std::time::Duration::from_micros(micros.parse()?);
+        config.busy_poll = Some(std::time::Duration::from_micros(micros.parse()?));
     }
     if let Ok(chunk) = std::env::var("HVD_BENCH_CHUNK") {
         config.chunk_bytes = parse_bytes("HVD_BENCH_CHUNK", &chunk)?;
     }
     let group = TcpCollective::connect(store, rank, ranks, config)?;
     if rank == 0 {
-        println!("# {op}, {ranks} ranks, f32; time = median over iterations of the slowest rank");
+        println!(
+            "# {op}, {ranks} ranks (host of each: {:?}), f32; time = median over iterations of the slowest rank",
+            group.topology().hosts()
+        );
         println!(
             "{:>8} {:>6} {:>12} {:>10} {:>10}",
             "size", "iters", "time", "algbw GB/s", "busbw GB/s"

@@ -89,11 +89,7 @@ impl TcpCollective {
             config: &config,
         }
         .form()?;
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let polling = Polling {
-            busy: config.busy_poll,
-            yield_between: mesh.topology.local_size() > cores,
-        };
+        let polling = Polling::for_ranks_on_host(mesh.topology.local_size(), config.busy_poll);
         let engine = Engine::new(size, mesh.links, config.op_timeout, polling)
             .map_err(|e| Error::io(format!("rank {rank}: setting up the event loop"), &e))?;
         tracing::debug!("rank {rank} of {size}: group '{prefix}' connected");
@@ -169,7 +165,7 @@ impl TcpCollective {
             call.tensor,
             fault.error
         );
-        group.engine.abort(&fault, call, Some(layout));
+        group.engine.abort(&fault, call, layout);
         group.poisoned = Some(fault.error.clone());
         Err(fault.error)
     }

@@ -42,7 +42,9 @@ pub struct TcpConfig {
     pub chunk_bytes: usize,
     /// How long a waiting rank polls its sockets without sleeping before it blocks: a
     /// wake-up after a sleep costs tens of microseconds, which dominates small messages.
-    pub busy_poll: Duration,
+    /// `None` (the default) picks by whether this host has a core for each of its ranks:
+    /// 1 ms if so; otherwise 50 us, yielding the core between polls to the other ranks.
+    pub busy_poll: Option<Duration>,
 }
 
 impl Default for TcpConfig {
@@ -55,7 +57,7 @@ impl Default for TcpConfig {
             job_id: String::new(),
             small_bytes: 256 << 10,
             chunk_bytes: 512 << 10,
-            busy_poll: Duration::from_micros(50),
+            busy_poll: None,
         }
     }
 }

@@ -1,8 +1,9 @@
-//! Direct exchanges, where every rank talks to every other at once over the full mesh:
-//! alltoall, and allgather of small messages (one round instead of `n - 1` ring steps).
+//! Direct exchanges over the full mesh: alltoall, and allgather of small messages (one
+//! round instead of `n - 1` ring steps).
 //!
-//! Peers are visited in the pairwise order (`rank + 1`, `rank + 2`, ..), so at any moment
-//! different ranks tend to be sending to different peers rather than all to the same one.
+//! Alltoall is the pairwise exchange: in step `d` every rank sends to `rank + d` and
+//! receives from `rank - d`, so each rank has one partner per direction at a time and no
+//! rank is flooded by all the others at once (which matters on a real network).
 
 use std::ops::Range;
 
@@ -10,8 +11,8 @@ use crate::layout::Layout;
 use crate::phases::{Phase, Phases};
 use crate::schedule::{Action, Recv};
 
-/// Sends `outgoing[p]` to every peer `p` and receives `incoming[p]` from it, in frames of
-/// at most `chunk_bytes`.
+/// Sends `outgoing[p]` to every peer `p` and receives `incoming[p]` from it, one step per
+/// distance, in frames of at most `chunk_bytes`.
 pub(crate) fn alltoall(
     rank: usize,
     size: usize,
@@ -60,10 +61,10 @@ mod tests {
     use hvd_core::DType;
 
     use super::*;
-    use crate::schedule::Schedule;
+    use crate::schedule::{Data, Done, Schedule};
 
     #[test]
-    fn alltoall_frames_are_cut_at_the_chunk_size() {
+    fn alltoall_goes_pairwise_in_frames_of_at_most_the_chunk_size() {
         let mut bytes = vec![0u8; 40];
         let mut layout = Layout::new();
         layout.push(DType::F32, &mut bytes);
@@ -71,11 +72,22 @@ mod tests {
         let incoming = [20..24, 24..24, 24..40];
         let mut plan = alltoall(1, 3, &outgoing, &incoming, &layout, 8);
         assert_eq!(plan.peers(), [0, 2]);
-        assert_eq!(plan.next_send(2), Some(20..20));
+        assert_eq!(plan.next_send(0), None, "rank 0 comes in the second step");
+        assert_eq!(
+            plan.next_send(2),
+            Some(20..20),
+            "a zero count is one empty frame"
+        );
+        assert_eq!(plan.next_recv(0).map(|r| r.range), Some(20..24));
+        let mut data = Data {
+            layout: &mut layout,
+            stashes: &[],
+        };
+        plan.complete(Done::Sent(2), &mut data).unwrap();
+        plan.complete(Done::Received(0), &mut data).unwrap();
         assert_eq!(plan.next_send(0), Some(0..0));
         assert_eq!(plan.next_recv(2).map(|r| r.range), Some(24..32));
         assert_eq!(plan.next_recv(2).map(|r| r.range), Some(32..40));
         assert_eq!(plan.next_recv(2), None);
-        assert_eq!(plan.next_send(0), None, "a zero count is one empty frame");
     }
 }

@@ -152,10 +152,15 @@ fn read_exact(
     })
 }
 
-fn proof(me: &Identity<'_>, role: &str, dialer: &Hello, listener: &Hello) -> Hmac<Sha256> {
-    // HMAC accepts keys of any length, the empty secret included.
+/// The MAC of `role`'s proof; HMAC takes keys of any length, the empty secret included.
+fn proof(
+    me: &Identity<'_>,
+    role: &str,
+    dialer: &Hello,
+    listener: &Hello,
+) -> std::result::Result<Hmac<Sha256>, String> {
     let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(me.secret)
-        .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+        .map_err(|e| format!("the shared secret cannot key HMAC-SHA256: {e}"))?;
     mac.update(role.as_bytes());
     mac.update(me.group.as_bytes());
     for number in [dialer.rank, listener.rank, me.size] {
@@ -163,7 +168,7 @@ fn proof(me: &Identity<'_>, role: &str, dialer: &Hello, listener: &Hello) -> Hma
     }
     mac.update(&dialer.nonce);
     mac.update(&listener.nonce);
-    mac
+    Ok(mac)
 }
 
 /// Runs the dialer's side against `peer`; `describe` names the peer in errors
@@ -197,11 +202,15 @@ pub(crate) fn dial(
     let mut their_proof = [0u8; PROOF_LEN];
     read_exact(stream, &mut their_proof, "proof of the shared secret").map_err(fail)?;
     proof(me, "listener", &hello, &theirs)
+        .map_err(fail)?
         .verify_slice(&their_proof)
         .map_err(|_| {
             fail("it could not prove that it holds the shared secret (HVD_SECRET differs between ranks)".into())
         })?;
-    let mine = proof(me, "dialer", &hello, &theirs).finalize().into_bytes();
+    let mine = proof(me, "dialer", &hello, &theirs)
+        .map_err(fail)?
+        .finalize()
+        .into_bytes();
     stream.write_all(&mine).map_err(io_fail)?;
     let mut accepted = [0u8; 1];
     read_exact(stream, &mut accepted, "acceptance").map_err(|_| {
@@ -235,7 +244,7 @@ pub(crate) fn answer(
         ));
     }
     let hello = Hello::fresh(me).map_err(|e| e.to_string())?;
-    let mine = proof(me, "listener", &theirs, &hello)
+    let mine = proof(me, "listener", &theirs, &hello)?
         .finalize()
         .into_bytes();
     let mut reply = hello.encode();
@@ -245,7 +254,7 @@ pub(crate) fn answer(
         .map_err(|e| format!("answering failed: {e}"))?;
     let mut their_proof = [0u8; PROOF_LEN];
     read_exact(stream, &mut their_proof, "proof of the shared secret")?;
-    proof(me, "dialer", &theirs, &hello)
+    proof(me, "dialer", &theirs, &hello)?
         .verify_slice(&their_proof)
         .map_err(|_| {
             format!(

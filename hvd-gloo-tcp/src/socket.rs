@@ -6,9 +6,6 @@ use std::time::Duration;
 
 use socket2::{Domain, SockAddr, Socket, TcpKeepalive, Type};
 
-/// Send and receive buffers: a bandwidth-delay product of fast links with room to spare,
-/// so a ring step does not stall while the kernel waits for the reader.
-const BUFFER_BYTES: usize = 4 << 20;
 /// Keepalive finds a dead host on an idle connection within about a minute; the call
 /// timeout covers connections in use.
 const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
@@ -23,18 +20,12 @@ fn domain(ip: IpAddr) -> Domain {
     }
 }
 
-/// Options set before connecting (or listening, for the sockets `accept` returns), so
-/// that TCP window scaling can use the large buffers.
+/// Options every connection gets. Buffer sizes are left to the kernel: its autotuning
+/// grows them as far as `net.ipv4.tcp_wmem` and `tcp_rmem` allow (4 MiB and 32 MiB on the
+/// test machine), while a fixed size turns autotuning off; a fixed 4 MiB measured 5-15 %
+/// slower at 4 ranks on 2 cores and caps the window on links that need more.
 fn tune(socket: &Socket) -> io::Result<()> {
     socket.set_tcp_nodelay(true)?;
-    let bytes: usize = std::env::var("HVD_EXP_BUF")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(BUFFER_BYTES);
-    if bytes > 0 {
-        socket.set_send_buffer_size(bytes)?;
-        socket.set_recv_buffer_size(bytes)?;
-    }
     let keepalive = TcpKeepalive::new()
         .with_time(KEEPALIVE_IDLE)
         .with_interval(KEEPALIVE_INTERVAL)

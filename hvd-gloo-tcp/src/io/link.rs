@@ -116,20 +116,19 @@ impl Link {
     /// Best effort, before the connection is given up: finishes the frame the peer is in
     /// the middle of reading (so that the ABORT after it is read as a frame), sends the
     /// ABORT frame, and shuts down the sending side, all by `deadline`.
-    pub(crate) fn abort(&mut self, layout: Option<&Layout<'_>>, frame: &[u8], deadline: Instant) {
-        let socket = SockRef::from(&self.stream);
-        let partial = self.outgoing.as_ref().is_some_and(Outgoing::is_partial);
-        let finished = match (partial, layout, self.outgoing.as_mut()) {
-            (false, ..) => true,
-            (true, Some(layout), Some(out)) => finish_frame(&self.stream, out, layout, deadline),
-            (true, ..) => false,
+    pub(crate) fn abort(&mut self, layout: &Layout<'_>, frame: &[u8], deadline: Instant) {
+        let finished = match self.outgoing.as_mut() {
+            Some(out) if out.is_partial() => finish_frame(&self.stream, out, layout, deadline),
+            _ => true,
         };
+        let socket = SockRef::from(&self.stream);
         if finished && socket.set_nonblocking(false).is_ok() {
             let left = deadline.saturating_duration_since(Instant::now());
             if socket
                 .set_write_timeout(Some(left.max(Duration::from_millis(1))))
                 .is_ok()
             {
+                // Best effort: the peer may be gone, which is why we are here.
                 let _ = (&self.stream).write_all(frame);
             }
         }
