@@ -11,6 +11,9 @@ use super::buffer::AnyBuffer;
 use super::handle::Slot;
 use super::request::Request;
 
+/// The most yields the background thread spends letting a burst of submissions finish.
+const SETTLE_YIELDS: usize = 64;
+
 /// One submitted collective.
 pub(crate) struct Submission {
     pub request: Request,
@@ -58,7 +61,11 @@ impl Queue {
             ));
         }
         state.submissions.push(submission);
-        self.wake.notify_all();
+        // The background thread only sleeps on an empty queue: wake it on the first
+        // submission, not on every one of a burst.
+        if state.submissions.len() == 1 {
+            self.wake.notify_all();
+        }
         Ok(())
     }
 
@@ -72,6 +79,22 @@ impl Queue {
                 .wait_timeout(state, cycle)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
+        }
+        // A burst (a backward pass releasing its gradients) may still be arriving: give the
+        // submitting threads the core until the queue stops growing, so the burst travels
+        // in one cycle instead of many. A lone tensor waits for one yield.
+        let mut seen = state.submissions.len();
+        for _ in 0..SETTLE_YIELDS {
+            if seen == 0 {
+                break;
+            }
+            drop(state);
+            std::thread::yield_now();
+            state = self.lock();
+            if state.submissions.len() == seen {
+                break;
+            }
+            seen = state.submissions.len();
         }
         (
             std::mem::take(&mut state.submissions),
