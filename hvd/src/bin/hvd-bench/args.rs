@@ -34,7 +34,17 @@ pub enum Command {
     Fusion(FusionArgs),
     /// Autotuning: the step time the tuner settles on, next to a grid search of fixed
     /// fusion thresholds and cycle times, on the fusion workload.
-    Autotune(FusionArgs),
+    Autotune(AutotuneArgs),
+}
+
+/// Options of `hvd-bench autotune`.
+#[derive(Debug, Clone, Args)]
+pub struct AutotuneArgs {
+    #[command(flatten)]
+    pub workload: FusionArgs,
+    /// Interleaved measurements of every point.
+    #[arg(long, default_value_t = 3)]
+    pub repeats: usize,
 }
 
 /// Options of `hvd-bench fusion`.
@@ -100,7 +110,8 @@ impl Command {
     pub fn launch(&self) -> (Option<usize>, &str) {
         match self {
             Command::Runtime(r) => (r.np, &r.backend),
-            Command::Fusion(f) | Command::Autotune(f) => (f.np, &f.backend),
+            Command::Fusion(f) => (f.np, &f.backend),
+            Command::Autotune(a) => (a.workload.np, &a.workload.backend),
             _ => self
                 .sweep()
                 .map_or((None, "tcp"), |(s, _)| (s.np, &s.backend)),

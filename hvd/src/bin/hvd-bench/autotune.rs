@@ -53,57 +53,95 @@ fn tuned(
     Ok((micros, last.fusion_threshold, last.cycle_time_us, steps))
 }
 
+/// Median step time of `config`, over a fresh runtime.
+fn measure(
+    transport: &Arc<dyn Collective>,
+    config: Config,
+    tensors: usize,
+    elements: usize,
+    iters: usize,
+) -> Result<f64> {
+    let hvd = with_params(transport, config)?;
+    let micros = step_time(&hvd, tensors, elements, true, iters)?;
+    hvd.shutdown();
+    Ok(micros)
+}
+
+fn fixed(threshold: usize, cycle: Duration) -> Result<Config> {
+    Ok(Config {
+        fusion_threshold: threshold,
+        cycle_time: cycle,
+        ..Config::from_env()?
+    })
+}
+
+/// Tunes, then measures the tuned point and every grid point the same way, `repeats`
+/// times interleaved (run-to-run noise on a small machine is larger than the effects),
+/// and compares medians.
 pub fn run(
     transport: Arc<dyn Collective>,
     tensors: usize,
     bytes: usize,
     iters: usize,
+    repeats: usize,
 ) -> Result<()> {
     let rank = transport.topology().rank();
     let elements = (bytes / 4).max(1);
-    let (tuned_us, threshold, cycle_us, steps) = tuned(&transport, tensors, elements, iters, 2000)?;
-    let mut grid = Vec::new();
+    let (_, threshold, cycle_us, steps) = tuned(&transport, tensors, elements, iters, 2000)?;
+    let tuned_point = (threshold as usize, Duration::from_micros(cycle_us));
+    let mut points = vec![tuned_point];
     for threshold in THRESHOLDS {
         for cycle_ms in CYCLES_MS {
-            let config = Config {
-                fusion_threshold: threshold,
-                cycle_time: Duration::from_secs_f64(cycle_ms / 1e3),
-                ..Config::from_env()?
-            };
-            let hvd = with_params(&transport, config)?;
-            let micros = step_time(&hvd, tensors, elements, true, iters)?;
-            hvd.shutdown();
-            grid.push((threshold, cycle_ms, micros));
+            points.push((threshold, Duration::from_secs_f64(cycle_ms / 1e3)));
+        }
+    }
+    let mut times = vec![Vec::new(); points.len()];
+    for _ in 0..repeats.max(1) {
+        for (point, samples) in points.iter().zip(times.iter_mut()) {
+            samples.push(measure(
+                &transport,
+                fixed(point.0, point.1)?,
+                tensors,
+                elements,
+                iters,
+            )?);
         }
     }
     if rank != 0 {
         return Ok(());
     }
+    let median = |v: &Vec<f64>| {
+        let mut v = v.clone();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
     println!(
-        "# hvd-bench autotune  {tensors} tensors x {bytes} bytes per step  (median step of the slowest rank)"
+        "# hvd-bench autotune  {tensors} tensors x {bytes} bytes per step  (median over {repeats} interleaved runs of each run's median step)"
     );
-    println!("# grid point: fusion threshold, cycle time -> step time");
-    for (threshold, cycle_ms, micros) in &grid {
+    println!("# fusion threshold, cycle time -> step time");
+    for (i, (point, samples)) in points.iter().zip(&times).enumerate() {
+        let label = if i == 0 { "  <- autotuned" } else { "" };
         println!(
-            "  {:>6} MiB {cycle_ms:>6.1} ms  {:>10.3} ms",
-            threshold >> 20,
-            micros / 1e3
+            "  {:>6} MiB {:>6.2} ms  {:>10.3} ms{label}",
+            point.0 >> 20,
+            point.1.as_secs_f64() * 1e3,
+            median(samples) / 1e3
         );
     }
-    let (best_threshold, best_cycle, best_us) = grid
+    let tuned_us = median(&times[0]);
+    let (best, best_us) = points[1..]
         .iter()
-        .copied()
-        .min_by(|a, b| a.2.total_cmp(&b.2))
-        .unwrap_or((0, 0.0, f64::NAN));
+        .zip(&times[1..])
+        .map(|(p, t)| (*p, median(t)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .unwrap_or((tuned_point, f64::NAN));
     println!(
-        "# autotuned after {steps} steps: {} MiB, {:.2} ms -> {:.3} ms per step",
-        threshold >> 20,
-        cycle_us as f64 / 1e3,
-        tuned_us / 1e3
-    );
-    println!(
-        "# best grid point: {} MiB, {best_cycle:.1} ms -> {:.3} ms per step; autotuned is {:.1}% slower",
-        best_threshold >> 20,
+        "# autotuned after {steps} steps to {} MiB, {:.2} ms: {:.3} ms per step; best grid point {} MiB, {:.2} ms: {:.3} ms; autotuned is {:+.1}%",
+        tuned_point.0 >> 20,
+        tuned_point.1.as_secs_f64() * 1e3,
+        tuned_us / 1e3,
+        best.0 >> 20,
+        best.1.as_secs_f64() * 1e3,
         best_us / 1e3,
         (tuned_us / best_us - 1.0) * 100.0
     );

@@ -67,8 +67,9 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
         Command::Fusion(f) => {
             fusion::run(Arc::from(group), f.tensors, f.bytes, f.iters, f.json).map(|()| false)
         }
-        Command::Autotune(f) => {
-            autotune::run(Arc::from(group), f.tensors, f.bytes, f.iters).map(|()| false)
+        Command::Autotune(a) => {
+            let f = &a.workload;
+            autotune::run(Arc::from(group), f.tensors, f.bytes, f.iters, a.repeats).map(|()| false)
         }
         command => match command.sweep() {
             Some((sweep, op)) => sweep_sizes(group.as_ref(), backend, sweep, op),
