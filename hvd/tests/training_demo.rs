@@ -1,0 +1,56 @@
+//! The training example (the README's first command) learns, and 2 ranks with the same
+//! global batch reach what 1 rank reaches: gradient averaging is exact data parallelism.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The example binary cargo built next to this test's executable.
+fn example() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().and_then(|deps| deps.parent()).unwrap();
+    let path = profile_dir.join("examples").join("train_logistic");
+    assert!(
+        path.exists(),
+        "{} is missing: cargo builds examples with the tests",
+        path.display()
+    );
+    path
+}
+
+/// `(loss, accuracy)` of the last epoch.
+fn train(np: usize) -> (String, f64) {
+    let out = Command::new(env!("CARGO_BIN_EXE_train_logistic"))
+        .args(["--np", &np.to_string(), "--epochs", "3"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let last = stdout.lines().last().unwrap_or_default().to_string();
+    let field = |name: &str| {
+        last.split(name)
+            .nth(1)
+            .and_then(|s| s.split_whitespace().next())
+            .unwrap_or_default()
+            .to_string()
+    };
+    (
+        field("loss"),
+        field("accuracy").trim_end_matches('%').parse().unwrap(),
+    )
+}
+
+#[test]
+fn two_ranks_learn_what_one_rank_learns() {
+    let (loss_1, accuracy_1) = train(1);
+    let (loss_2, accuracy_2) = train(2);
+    assert!(accuracy_1 > 90.0, "the model learns: {accuracy_1}%");
+    assert!(
+        (accuracy_1 - accuracy_2).abs() <= 1.0,
+        "1 rank {accuracy_1}%, 2 ranks {accuracy_2}%"
+    );
+    assert_eq!(loss_1, loss_2, "same global batch, same averaged gradients");
+}
