@@ -1,21 +1,7 @@
-//! The training example (the README's first command) learns, and 2 ranks with the same
+//! The training demo (the README's first command) learns, and 2 ranks with the same
 //! global batch reach what 1 rank reaches: gradient averaging is exact data parallelism.
 
-use std::path::PathBuf;
 use std::process::Command;
-
-/// The example binary cargo built next to this test's executable.
-fn example() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe.parent().and_then(|deps| deps.parent()).unwrap();
-    let path = profile_dir.join("examples").join("train_logistic");
-    assert!(
-        path.exists(),
-        "{} is missing: cargo builds examples with the tests",
-        path.display()
-    );
-    path
-}
 
 /// `(loss, accuracy)` of the last epoch.
 fn train(np: usize) -> (String, f64) {
