@@ -152,7 +152,20 @@ pub fn alltoall(
     let sent = per_rank_counts(rank, size, op, input.name(), "send counts", send_counts)?;
     let received = per_rank_counts(rank, size, op, input.name(), "receive counts", recv_counts)?;
     length(rank, op, input.name(), "input", sent, input.len())?;
-    length(rank, op, input.name(), "output", received, output.len())
+    length(rank, op, input.name(), "output", received, output.len())?;
+    // The one pair of counts a rank can check alone: what it sends itself.
+    if send_counts[rank] != recv_counts[rank] {
+        return Err(Error::invalid(
+            rank,
+            op,
+            input.name(),
+            format!(
+                "this rank sends itself {} elements but expects {} from itself",
+                send_counts[rank], recv_counts[rank]
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Checks reducescatter arguments: per-rank block counts, input holds all blocks, output
@@ -220,6 +233,25 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "rank 0: invalid allgather of tensor 'x': output holds 3 elements but the counts need 4"
+        );
+    }
+
+    #[test]
+    fn alltoall_counts_a_rank_sends_itself_must_match() {
+        let input = [1u8; 3];
+        let mut out = [0u8; 3];
+        let err = alltoall(
+            1,
+            2,
+            &Tensor::from_slice("a2a", &input),
+            &[1, 2],
+            &TensorMut::from_slice("a2a", &mut out),
+            &[2, 1],
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "rank 1: invalid alltoall of tensor 'a2a': this rank sends itself 2 elements but expects 1 from itself"
         );
     }
 
