@@ -27,7 +27,8 @@
 //!   tensor views, reduction semantics, rendezvous stores;
 //! - [`World`]: rank, size and rendezvous from hvdrun, mpirun, Slurm or torchrun;
 //! - [`transport`]: the transport chosen by Cargo features (`gloo-tcp`, on by default);
-//! - [`launch::LocalJob`]: N local ranks of a command, supervised;
+//! - [`launch::LocalJob`]: N local ranks of a command, supervised, and the `hvdrun`
+//!   launcher built on it;
 //! - the `hvd-bench` tool: nccl-tests-style benchmarks of every collective and of the
 //!   runtime, fusion and autotuning.
 //!

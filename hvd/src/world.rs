@@ -147,4 +147,25 @@ impl World {
             store,
         })
     }
+
+    /// Tells the launcher this rank is connected: adds 1 to the store counter
+    /// `hvd.checkin` and sets `hvd.checkin.<rank>`, which hvdrun watches while the job
+    /// starts. Only for a job a launcher started; a failure here only costs the launcher's
+    /// progress line, so it is logged and ignored.
+    pub(crate) fn check_in(&self) {
+        if self.launcher == "none" {
+            return;
+        }
+        let key = crate::launch::checkin_key(self.rank);
+        let result = self
+            .store
+            .set(&key, b"1")
+            .and_then(|()| self.store.add(crate::launch::CHECKIN_KEY, 1));
+        if let Err(e) = result {
+            tracing::debug!(
+                rank = self.rank,
+                "could not check in with the launcher: {e}"
+            );
+        }
+    }
 }

@@ -177,11 +177,12 @@ fn main() -> Result<(), String> {
     if np > 1 && !launched {
         let me = std::env::current_exe().map_err(|e| e.to_string())?;
         return match LocalJob::new(me, std::env::args().skip(1).collect(), np)
+            .handle_interrupts()
             .run()
             .map_err(|e| e.to_string())?
         {
             JobOutcome::Success => Ok(()),
-            JobOutcome::Failed { rank, status } => Err(format!("rank {rank} failed ({status})")),
+            failed => Err(failed.to_string()),
         };
     }
     // Step 1 of 4: join the job (step 2, pinning a device, has nothing to do on a CPU).

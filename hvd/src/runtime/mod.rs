@@ -102,7 +102,10 @@ impl Builder {
                     Some(b) => b,
                     None => Backend::from_env()?,
                 };
-                Arc::from(transport::connect(backend, &World::from_env()?)?)
+                let world = World::from_env()?;
+                let transport = transport::connect(backend, &world)?;
+                world.check_in();
+                Arc::from(transport)
             }
         };
         let topology = transport.topology().clone();

@@ -91,13 +91,12 @@ fn launch(np: usize) -> Result<ExitCode, String> {
     let program = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
     let args: Vec<String> = std::env::args().skip(1).collect();
     match LocalJob::new(program, args, np)
+        .handle_interrupts()
         .run()
         .map_err(|e| e.to_string())?
     {
         JobOutcome::Success => Ok(ExitCode::SUCCESS),
-        JobOutcome::Failed { rank, status } => Err(format!(
-            "rank {rank} failed ({status}); the other ranks were stopped"
-        )),
+        failed => Err(failed.to_string()),
     }
 }
 

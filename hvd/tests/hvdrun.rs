@@ -1,0 +1,267 @@
+//! hvdrun as users run it: real processes, and the exact text they read.
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const HVDRUN: &str = env!("CARGO_BIN_EXE_hvdrun");
+const TRAIN_LOGISTIC: &str = env!("CARGO_BIN_EXE_train_logistic");
+
+fn hvdrun(args: &[&str]) -> Output {
+    Command::new(HVDRUN)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn sorted_lines(bytes: &[u8]) -> Vec<String> {
+    let mut lines: Vec<String> = text(bytes).lines().map(String::from).collect();
+    lines.sort();
+    lines
+}
+
+/// How many processes have `marker` in their command line.
+fn processes_with(marker: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| std::fs::read(entry.ok()?.path().join("cmdline")).ok())
+        .filter(|cmdline| text(cmdline).contains(marker))
+        .count()
+}
+
+/// Waits up to 2 s for every process with `marker` to be gone (a SIGKILLed process takes a
+/// moment to disappear from /proc).
+fn assert_none_left(marker: &str) {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while processes_with(marker) > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(processes_with(marker), 0, "processes left with {marker}");
+}
+
+#[test]
+fn every_line_is_tagged_with_its_rank_and_stream() {
+    let out = hvdrun(&[
+        "-np",
+        "2",
+        "sh",
+        "-c",
+        "echo out $HVD_RANK; echo err $HVD_RANK >&2; printf 'no newline'",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        sorted_lines(&out.stdout),
+        [
+            "[0]<stdout>: no newline",
+            "[0]<stdout>: out 0",
+            "[1]<stdout>: no newline",
+            "[1]<stdout>: out 1"
+        ]
+    );
+    assert_eq!(
+        sorted_lines(&out.stderr),
+        ["[0]<stderr>: err 0", "[1]<stderr>: err 1"]
+    );
+}
+
+#[test]
+fn output_filename_writes_each_rank_to_its_own_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    let out = hvdrun(&[
+        "-np",
+        "2",
+        "--output-filename",
+        logs.to_str().unwrap(),
+        "sh",
+        "-c",
+        "echo out $HVD_RANK; echo err $HVD_RANK >&2",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "");
+    for rank in 0..2 {
+        let read = |name: &str| std::fs::read_to_string(logs.join(format!("rank.{rank}/{name}")));
+        assert_eq!(read("stdout").unwrap(), format!("out {rank}\n"));
+        assert_eq!(read("stderr").unwrap(), format!("err {rank}\n"));
+    }
+}
+
+#[test]
+fn an_output_directory_that_cannot_be_made_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let out = hvdrun(&[
+        "-np",
+        "1",
+        "--output-filename",
+        file.to_str().unwrap(),
+        "true",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let expected = format!(
+        "hvdrun: creating the output directory {}: ",
+        file.join("rank.0").display()
+    );
+    assert!(
+        text(&out.stderr).starts_with(&expected),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn the_first_failure_is_summarised_and_its_exit_code_returned() {
+    let marker = "30.0101";
+    let started = Instant::now();
+    let out = hvdrun(&[
+        "-np",
+        "3",
+        "sh",
+        "-c",
+        &format!("if [ \"$HVD_RANK\" = 1 ]; then echo boom >&2; exit 3; fi; sleep {marker}"),
+    ]);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(
+        text(&out.stderr),
+        "[1]<stderr>: boom\n\
+         hvdrun: rank 1 failed first (exit code 3); the other ranks were stopped. Last lines of its stderr:\n    boom\n"
+    );
+    assert_none_left(marker);
+}
+
+#[test]
+fn a_rank_killed_by_a_signal_gives_128_plus_the_signal() {
+    let marker = "30.0202";
+    let out = hvdrun(&[
+        "-np",
+        "2",
+        "sh",
+        "-c",
+        &format!("if [ \"$HVD_RANK\" = 1 ]; then kill -9 $$; fi; sleep {marker}"),
+    ]);
+    assert_eq!(out.status.code(), Some(137));
+    assert_eq!(
+        text(&out.stderr),
+        "hvdrun: rank 1 failed first (killed by signal 9); the other ranks were stopped. It wrote nothing to stderr.\n"
+    );
+    assert_none_left(marker);
+}
+
+#[test]
+fn ctrl_c_stops_every_rank_and_exits_130() {
+    let marker = "30.0303";
+    let dir = tempfile::tempdir().unwrap();
+    let child = Command::new(HVDRUN)
+        .args(["-np", "2", "sh", "-c"])
+        .arg(format!(
+            "touch {}/$HVD_RANK; sleep {marker}",
+            dir.path().display()
+        ))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !(0..2).all(|r| dir.path().join(r.to_string()).exists()) {
+        assert!(Instant::now() < deadline, "the ranks did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    // SAFETY: kill(2) has no memory-safety preconditions; pid is our own child.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130));
+    assert_eq!(text(&out.stderr), "hvdrun: interrupted; stopping 2 ranks\n");
+    assert_none_left(marker);
+}
+
+#[test]
+fn ranks_that_never_call_init_are_named_at_the_start_timeout() {
+    let out = hvdrun(&[
+        "-np",
+        "2",
+        "--start-timeout",
+        "1",
+        "sh",
+        "-c",
+        "if [ \"$HVD_RANK\" = 1 ]; then echo no init here >&2; exit 0; fi; sleep 30.0404",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        "[1]<stderr>: no init here\n\
+         hvdrun: ranks 0, 1 did not connect within 1s; the job was stopped.\n  \
+         rank 0: still running (did it call hvd::init()?)\n  \
+         rank 1: exited (exit code 0). Last lines of its stderr:\n    no init here\n"
+    );
+    assert_none_left("30.0404");
+}
+
+#[test]
+fn a_command_that_cannot_start_is_reported_at_once() {
+    let out = hvdrun(&["-np", "2", "hvdrun-no-such-command"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        "hvdrun: starting rank 0: cannot run `hvdrun-no-such-command`: No such file or directory (os error 2)\n"
+    );
+}
+
+#[test]
+fn x_sets_a_variable_or_passes_on_hvdruns_own() {
+    let out = Command::new(HVDRUN)
+        .args([
+            "-np",
+            "1",
+            "-x",
+            "SET_HERE=a=b",
+            "-x",
+            "FROM_HVDRUN",
+            "sh",
+            "-c",
+        ])
+        .arg("echo $SET_HERE $FROM_HVDRUN $INHERITED")
+        .env("FROM_HVDRUN", "forwarded")
+        .env("INHERITED", "inherited")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "[0]<stdout>: a=b forwarded inherited\n");
+
+    let out = Command::new(HVDRUN)
+        .args(["-np", "1", "-x", "HVDRUN_TEST_UNSET", "true"])
+        .env_remove("HVDRUN_TEST_UNSET")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        "hvdrun: -x HVDRUN_TEST_UNSET: HVDRUN_TEST_UNSET is not set in hvdrun's environment (use -x HVDRUN_TEST_UNSET=VALUE to set it)\n"
+    );
+}
+
+#[test]
+fn a_training_job_runs_under_hvdrun_and_checks_in() {
+    let out = hvdrun(&["-np", "2", TRAIN_LOGISTIC, "--epochs", "1"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.starts_with("[0]<stdout>: epoch  1  loss "),
+        "{stdout}"
+    );
+    assert!(stdout.contains("on 2 ranks"), "{stdout}");
+    // Not a terminal: the progress line is printed once the count changes.
+    assert!(
+        text(&out.stderr)
+            .lines()
+            .any(|l| l.ends_with("/2 ranks connected")),
+        "{}",
+        text(&out.stderr)
+    );
+}
