@@ -71,7 +71,7 @@ pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use op::{ReduceOp, Reduction};
 pub use store::{FileStore, MemoryStore, PrefixStore, Store};
-pub use tensor::{DeviceBuffer, Memory, MemoryMut, Tensor, TensorMut};
+pub use tensor::{DeviceBuffer, Memory, MemoryMut, Tensor, TensorMut, batch_name};
 pub use topology::Topology;
 
 pub use half::{bf16, f16};

@@ -314,6 +314,16 @@ impl<'a> TensorMut<'a> {
     }
 }
 
+/// The name errors and traces use for a batch: its only tensor, or the first and how many
+/// more, so every transport names a batch the same way.
+pub fn batch_name(tensors: &[TensorMut<'_>]) -> String {
+    match tensors {
+        [] => "empty batch".into(),
+        [one] => one.name().into(),
+        [first, rest @ ..] => format!("{} (+{} more)", first.name(), rest.len()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -327,6 +337,19 @@ mod tests {
             ("grad.w1", DType::F32, &[6][..], 6, 24)
         );
         assert_eq!(t.device(), Device::Cpu);
+    }
+
+    #[test]
+    fn a_batch_is_named_by_its_first_tensor_and_the_count_of_the_rest() {
+        let (mut a, mut b, mut c) = ([0u8; 1], [0u8; 1], [0u8; 1]);
+        let batch = [
+            TensorMut::from_slice("grad.w1", &mut a),
+            TensorMut::from_slice("grad.b1", &mut b),
+            TensorMut::from_slice("grad.w2", &mut c),
+        ];
+        assert_eq!(batch_name(&batch), "grad.w1 (+2 more)");
+        assert_eq!(batch_name(&batch[..1]), "grad.w1");
+        assert_eq!(batch_name(&[]), "empty batch");
     }
 
     #[test]

@@ -5,11 +5,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use hvd_core::{
     Collective, DType, Device, Error, ReduceOp, Reduction, Result, Store, Tensor, TensorMut,
-    Topology, validate,
+    Topology, batch_name, validate,
 };
 
 use crate::config::TcpConfig;
-use crate::fault::Call;
+use crate::fault::{Call, Fault};
 use crate::frame::OpCode;
 use crate::io::{Engine, Polling};
 use crate::layout::Layout;
@@ -197,15 +197,6 @@ fn host_mut<'s>(rank: usize, op: OpCode, t: &'s mut TensorMut<'_>) -> Result<&'s
         .ok_or_else(|| unsupported(rank, op, device, name))
 }
 
-/// The name errors use for a batch: its only tensor, or the first and how many more.
-fn batch_name(tensors: &[TensorMut<'_>]) -> String {
-    match tensors {
-        [] => "empty batch".into(),
-        [one] => one.name().into(),
-        [first, rest @ ..] => format!("{} (+{} more)", first.name(), rest.len()),
-    }
-}
-
 /// A layout of every tensor of a batch, in order.
 fn batch_layout<'a>(
     rank: usize,
@@ -244,15 +235,7 @@ fn fingerprint(members: &[usize]) -> u64 {
 }
 
 fn local_error(call: &Call<'_>, err: &std::io::Error) -> Error {
-    Error::io(
-        format!(
-            "rank {}: {} of tensor '{}'",
-            call.rank,
-            call.op.name(),
-            call.tensor
-        ),
-        err,
-    )
+    Fault::local(call, err).error
 }
 
 impl Collective for TcpCollective {

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use super::board::{Board, Caller, Post};
 use crate::{
-    Collective, DType, Device, Error, Reduction, Result, Tensor, TensorMut, Topology, kernels,
-    validate,
+    Collective, DType, Device, Error, Reduction, Result, Tensor, TensorMut, Topology, batch_name,
+    kernels, validate,
 };
 
 /// Builds the collectives of one in-process group.
@@ -137,13 +137,6 @@ impl LocalCollective {
         }
         kernels::finish(dtype, r, posts.len(), &mut acc);
         acc
-    }
-}
-
-fn batch_name(tensors: &[TensorMut<'_>]) -> String {
-    match tensors {
-        [one] => one.name().to_owned(),
-        _ => format!("batch of {}", tensors.len()),
     }
 }
 
