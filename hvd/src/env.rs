@@ -25,12 +25,28 @@ pub fn first_set<S: AsRef<str>>(names: &[S]) -> Option<(String, String)> {
 /// Parses `HVD_<suffix>` (or its alias) if set; a bad value is an error naming the
 /// variable, the value and `expected`.
 pub fn parse<T: FromStr>(suffix: &str, expected: &str) -> Result<Option<T>> {
-    let Some((name, value)) = lookup(suffix) else {
+    parse_first(
+        &[format!("HVD_{suffix}"), format!("HOROVOD_{suffix}")],
+        expected,
+    )
+    .map(|found| found.map(|(_, value)| value))
+}
+
+/// Parses the first of `names` that is set, returning its name too; a bad value is an
+/// error naming the variable, the value and `expected`.
+pub fn parse_first<T: FromStr, S: AsRef<str>>(
+    names: &[S],
+    expected: &str,
+) -> Result<Option<(String, T)>> {
+    let Some((name, value)) = first_set(names) else {
         return Ok(None);
     };
-    value.trim().parse().map(Some).map_err(|_| Error::Config {
-        name,
-        value,
-        expected: expected.into(),
-    })
+    match value.trim().parse() {
+        Ok(parsed) => Ok(Some((name, parsed))),
+        Err(_) => Err(Error::Config {
+            name,
+            value,
+            expected: expected.into(),
+        }),
+    }
 }

@@ -38,7 +38,7 @@
 mod autotune;
 pub mod env;
 pub mod launch;
-mod logging;
+pub mod logging;
 pub mod runtime;
 mod stack;
 pub mod transport;

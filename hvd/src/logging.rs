@@ -3,7 +3,7 @@
 
 /// Installs a stderr subscriber unless the program installed its own. The filter comes
 /// from `RUST_LOG`, else `HVD_LOG_LEVEL` (alias `HOROVOD_LOG_LEVEL`), else `warn`.
-pub(crate) fn install() {
+pub fn install() {
     let filter = std::env::var("RUST_LOG")
         .ok()
         .or_else(|| crate::env::lookup("LOG_LEVEL").map(|(_, v)| v))

@@ -73,17 +73,7 @@ const LAUNCHERS: [Launcher; 5] = [
 ];
 
 fn number(names: &[&str]) -> Result<Option<(String, usize)>> {
-    let Some((name, value)) = env::first_set(names) else {
-        return Ok(None);
-    };
-    match value.trim().parse() {
-        Ok(n) => Ok(Some((name, n))),
-        Err(_) => Err(Error::Config {
-            name,
-            value,
-            expected: "a whole number".into(),
-        }),
-    }
+    env::parse_first(names, "a whole number")
 }
 
 /// The first launcher whose variables are set: its name, the rank and the size.

@@ -28,8 +28,12 @@ impl Item {
         (&self.name, buffer)
     }
 
-    fn buffer(&mut self) -> &mut Box<dyn AnyBuffer> {
-        self.parts().1
+    /// The result, once the batch ran (every buffer of a batch was filled by `parts`).
+    fn take_result(&mut self) -> Box<dyn AnyBuffer> {
+        let plan = &self.plan;
+        self.buffer
+            .take()
+            .unwrap_or_else(|| Box::new(RawBuffer::zeroed(plan.dtype, &plan.shape)))
     }
 }
 
@@ -123,7 +127,7 @@ impl Engine {
         }
         Ok(batch
             .iter_mut()
-            .map(|item| Outcome::Buffer(take_buffer(item)))
+            .map(|item| Outcome::Buffer(item.take_result()))
             .collect())
     }
 
@@ -235,13 +239,6 @@ fn batch_len(items: &[Item], fusion_threshold: usize) -> usize {
                 && total <= fusion_threshold
         })
         .count()
-}
-
-fn take_buffer(item: &mut Item) -> Box<dyn AnyBuffer> {
-    item.buffer();
-    item.buffer
-        .take()
-        .unwrap_or_else(|| Box::new(RawBuffer::zeroed(item.plan.dtype, &[0])))
 }
 
 fn not_batched(name: &str) -> Error {

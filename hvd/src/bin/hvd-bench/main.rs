@@ -25,13 +25,7 @@ use args::{BenchOp, Cli, Command, Sweep};
 use measure::{Plan, measure};
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    hvd::logging::install();
     let cli = Cli::parse();
     match run(&cli) {
         Ok(code) => code,

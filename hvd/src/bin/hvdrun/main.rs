@@ -12,13 +12,7 @@ use hvd::launch::{JobOutcome, LocalJob, Output};
 use cli::Cli;
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    hvd::logging::install();
     let cli = Cli::parse_from(cli::mpirun_style(std::env::args()));
     match run(&cli) {
         Ok(JobOutcome::Success) => ExitCode::SUCCESS,
