@@ -115,8 +115,16 @@ mod tests {
                 .to_string(),
             "invalid value \"soon\" for HVD_CYCLE_TIME: expected a duration such as 1.5, 500ms, 30s, 5m or 1h (a bare number is in milliseconds)"
         );
-        assert!(parse_duration("x", "-1", s).is_err());
-        assert!(parse_duration("x", "1e999", s).is_err());
+        for bad in ["-1", "1e999"] {
+            assert_eq!(
+                parse_duration("HVD_START_TIMEOUT", bad, s)
+                    .unwrap_err()
+                    .to_string(),
+                format!(
+                    "invalid value \"{bad}\" for HVD_START_TIMEOUT: expected a duration such as 1.5, 500ms, 30s, 5m or 1h (a bare number is in seconds)"
+                )
+            );
+        }
     }
 
     #[test]
@@ -143,7 +151,11 @@ mod tests {
             err.to_string(),
             format!("invalid value \"64 parsecs\" for HVD_FUSION_THRESHOLD: expected {BYTE_FORMS}")
         );
-        assert!(parse_bytes("x", "99999999999999999999G").is_err());
-        assert!(parse_bytes("x", "-1").is_err());
+        for bad in ["99999999999999999999G", "17179869184G", "-1"] {
+            assert_eq!(
+                parse_bytes("size", bad).unwrap_err().to_string(),
+                format!("invalid value \"{bad}\" for size: expected {BYTE_FORMS}")
+            );
+        }
     }
 }
