@@ -27,7 +27,7 @@
 //!   tensor views, reduction semantics, rendezvous stores;
 //! - [`World`]: rank, size and rendezvous from hvdrun, mpirun, Slurm or torchrun;
 //! - [`transport`]: the transport chosen by Cargo features (`gloo-tcp`, on by default);
-//! - [`launch::LocalJob`]: N local ranks of a command, supervised, and the `hvdrun`
+//! - [`launch::Job`]: N local ranks of a command, supervised, and the `hvdrun`
 //!   launcher built on it;
 //! - the `hvd-bench` tool: nccl-tests-style benchmarks of every collective and of the
 //!   runtime, fusion and autotuning.
@@ -39,6 +39,7 @@ mod autotune;
 pub mod env;
 pub mod launch;
 pub mod logging;
+pub mod rendezvous;
 pub mod runtime;
 mod stack;
 pub mod transport;

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use hvd::launch::{JobOutcome, LocalJob, Output};
+use hvd::launch::{Job, JobOutcome, Output};
 
 use cli::Cli;
 
@@ -44,7 +44,7 @@ fn run(cli: &Cli) -> Result<JobOutcome, String> {
         Some(dir) => Output::Files(dir.clone()),
         None => Output::Tagged,
     };
-    let mut job = LocalJob::new(program, args.to_vec(), cli.np as usize)
+    let mut job = Job::new(program, args.to_vec(), cli.np as usize)
         .output(output)
         .grace(seconds("grace", cli.grace)?)
         .start_timeout(seconds("start-timeout", cli.start_timeout)?)
