@@ -30,6 +30,14 @@ impl Backend {
             Backend::Tcp => "tcp",
         }
     }
+
+    /// What the transport is built on, with the library's version where it has one;
+    /// an error when its library cannot be found at run time.
+    pub fn library(self) -> Result<String> {
+        match self {
+            Backend::Tcp => Ok("pure Rust sockets (no system library)".into()),
+        }
+    }
 }
 
 impl fmt::Display for Backend {

@@ -65,6 +65,13 @@ impl Ssh {
         args: &[String],
         grace: Duration,
     ) -> Command {
+        self.remote(host, &self.remote_line(env, dir, program, args, grace))
+    }
+
+    /// The local `ssh` command that runs the shell line `line` on `host`: batch mode (a
+    /// password prompt fails instead of hanging), a connect timeout, keep-alives that
+    /// notice a dead connection.
+    pub fn remote(&self, host: &str, line: &str) -> Command {
         let mut command = Command::new("ssh");
         command.args([
             "-T",
@@ -86,9 +93,7 @@ impl Ssh {
         for option in &self.options {
             command.arg("-o").arg(option);
         }
-        command
-            .arg(host)
-            .arg(self.remote_line(env, dir, program, args, grace));
+        command.arg(host).arg(line);
         command
     }
 
