@@ -1,7 +1,8 @@
 //! A program that calls `hvd::init()` started by other launchers, unchanged, over the
 //! default TCP transport: torchrun-style variables (rendezvous through rank 0 at
 //! MASTER_ADDR:MASTER_PORT), srun's variables and Open MPI's mpirun (rendezvous through a
-//! directory named after the job, all ranks being on one host).
+//! directory named after the job, all ranks being on one host; or through rank 0 on the
+//! first node for a Slurm step across nodes).
 
 use std::process::{Child, Command, Output, Stdio};
 
@@ -150,6 +151,39 @@ fn srun_variables_on_one_node_rendezvous_through_a_job_directory() {
         assert_eq!(rank_line(out), format!("RANK {rank} of 2 sum 3"));
     }
     let _ = std::fs::remove_dir_all(std::env::temp_dir().join(format!("hvd-Slurm-{job}-0")));
+}
+
+#[test]
+fn srun_variables_across_nodes_rendezvous_through_the_first_node() {
+    let port = free_port();
+    let slurm = |rank: usize, node: &str| {
+        start(&[
+            ("SLURM_PROCID", rank.to_string()),
+            ("SLURM_NTASKS", "2".into()),
+            ("SLURM_JOB_ID", "4242".into()),
+            ("SLURM_STEP_ID", "0".into()),
+            ("SLURM_STEP_NUM_NODES", "2".into()),
+            ("SLURM_STEP_NODELIST", "localhost,node2".into()),
+            ("SLURMD_NODENAME", node.into()),
+            ("HVD_STORE_PORT", port.clone()),
+        ])
+    };
+    let ranks = [slurm(0, "localhost"), slurm(1, "node2")];
+    let outs: Vec<Output> = ranks.map(|c| c.wait_with_output().unwrap()).into();
+    for (rank, out) in outs.iter().enumerate() {
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert_eq!(rank_line(out), format!("RANK {rank} of 2 sum 3"));
+    }
+    // Rank 0 placed off the first node is told why the job cannot rendezvous.
+    let out = slurm(0, "node2").wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        text(&out.stderr).contains(
+            "init failed: invalid value \"node2\" for SLURMD_NODENAME: expected the step's first node localhost for rank 0, which serves the rendezvous store (use block distribution, or set MASTER_ADDR and MASTER_PORT)"
+        ),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]

@@ -13,6 +13,7 @@
 mod client;
 mod select;
 mod server;
+mod slurm;
 mod wire;
 
 pub use client::TcpStore;

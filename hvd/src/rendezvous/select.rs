@@ -25,9 +25,11 @@ const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(30);
 ///    srun): rank 0 serves the store on `MASTER_PORT` (on `MASTER_PORT + 1` under real
 ///    torchrun, whose agent holds `MASTER_PORT`; `HVD_STORE_PORT` overrides), and every
 ///    rank connects to `MASTER_ADDR`;
-/// 4. a job that the launcher says is on one host (Open MPI, Slurm): a [`FileStore`] in
+/// 4. a Slurm step on several nodes: the same, with rank 0 on the step's first node and a
+///    port derived from the job and step ids (`HVD_STORE_PORT` overrides);
+/// 5. a job that the launcher says is on one host (Open MPI, Slurm): a [`FileStore`] in
 ///    the temporary directory, named after the launcher's job id;
-/// 5. a job of one rank: a store in memory.
+/// 6. a job of one rank: a store in memory.
 ///
 /// Requests are authenticated with `HVD_SECRET` (hvdrun generates one per job).
 pub fn store_from_env(launcher: &str, rank: usize, size: usize) -> Result<Arc<dyn Store>> {
@@ -44,6 +46,12 @@ pub fn store_from_env(launcher: &str, rank: usize, size: usize) -> Result<Arc<dy
         return Ok(Arc::new(FileStore::new(dir)?));
     }
     if let Some((addr, port)) = master()? {
+        return master_store(rank, &addr, port, secret.as_bytes(), timeout);
+    }
+    if launcher == "Slurm"
+        && let Some((addr, port)) = super::slurm::master(rank)?
+    {
+        let port = store_port()?.unwrap_or(port);
         return master_store(rank, &addr, port, secret.as_bytes(), timeout);
     }
     if let Some(dir) = one_host_dir(launcher, size)? {
@@ -77,7 +85,7 @@ fn master() -> Result<Option<(String, u16)>> {
         (Some(_), None) => return Err(alone("MASTER_ADDR", "MASTER_PORT")),
         (None, Some(_)) => return Err(alone("MASTER_PORT", "MASTER_ADDR")),
     };
-    if let Some((_, port)) = port(&["HVD_STORE_PORT", "HOROVOD_STORE_PORT"])? {
+    if let Some(port) = store_port()? {
         return Ok(Some((addr, port)));
     }
     // Real torchrun's agent serves its own store on MASTER_PORT.
@@ -91,6 +99,11 @@ fn master() -> Result<Option<(String, u16)>> {
         master_port
     };
     Ok(Some((addr, port)))
+}
+
+/// `HVD_STORE_PORT`: where rank 0 serves the store, when given.
+fn store_port() -> Result<Option<u16>> {
+    Ok(env::parse("STORE_PORT", "a TCP port number")?)
 }
 
 fn alone(set: &str, missing: &str) -> Error {
