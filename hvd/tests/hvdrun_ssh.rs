@@ -286,3 +286,26 @@ fn check_reports_ssh_interfaces_and_tcp_between_hosts() {
         Some(&"hvdrun: ok: every host can reach every other")
     );
 }
+
+#[test]
+fn check_names_a_host_it_cannot_log_in_to() {
+    let Some(sshd) = Sshd::start() else { return };
+    let closed = {
+        let l = std::net::TcpListener::bind((REMOTE, 0)).unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let hosts = format!("localhost:1,{REMOTE}:1");
+    let out = run(&mut hvdrun_on(&sshd, closed, &["--check", "-H", &hosts]));
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains(&format!(
+            "  ssh  127.0.0.2            FAILED: ssh: connect to host 127.0.0.2 port {closed}: Connection refused"
+        )),
+        "{stdout}"
+    );
+    assert_eq!(
+        text(&out.stderr),
+        "hvdrun: cannot log in to 127.0.0.2 over ssh without a password; fix that first (ssh-copy-id, -p PORT, -i KEY)\n"
+    );
+}
