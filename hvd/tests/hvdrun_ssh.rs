@@ -35,6 +35,12 @@ fn run(command: &mut Command) -> Output {
     command.output().unwrap()
 }
 
+/// A port on the remote address where nothing listens.
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind((REMOTE, 0)).unwrap();
+    listener.local_addr().unwrap().port()
+}
+
 /// This test binary's `rank_body`, as the command of every rank.
 fn rank_command() -> Vec<String> {
     [
@@ -141,10 +147,7 @@ fn an_unreachable_host_and_a_missing_command_are_named() {
     let Some(sshd) = Sshd::start() else { return };
     let hosts = format!("{REMOTE}:1");
     // Nothing listens on the port hvdrun is told to use.
-    let closed = {
-        let l = std::net::TcpListener::bind((REMOTE, 0)).unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let closed = closed_port();
     let out = run(&mut hvdrun_on(
         &sshd,
         closed,
@@ -221,18 +224,19 @@ fn job_with_a_sleeping_remote_rank(
     (child, pid)
 }
 
-#[test]
-fn no_remote_rank_outlives_a_failed_job() {
+/// Runs a job whose remote rank sleeps while the local one runs `local`; `act` does
+/// something to hvdrun. Checks hvdrun's exit code and that the remote rank is gone.
+fn remote_rank_is_gone_after(local: &str, act: impl FnOnce(&std::process::Child), code: i32) {
     let Some(sshd) = Sshd::start() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let wait_then_fail = format!(
-        "while [ ! -s {} ]; do sleep 0.05; done; exit 4",
-        dir.path().join("remote.pid").display()
+    let local = local.replace(
+        "PIDFILE",
+        &dir.path().join("remote.pid").display().to_string(),
     );
-    let (child, pid) = job_with_a_sleeping_remote_rank(&sshd, dir.path(), &wait_then_fail);
-    assert!(alive(pid));
+    let (child, pid) = job_with_a_sleeping_remote_rank(&sshd, dir.path(), &local);
+    act(&child);
     let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(code), "{}", text(&out.stderr));
     assert!(
         gone_within(pid, Duration::from_secs(5)),
         "the remote rank outlived the job"
@@ -240,18 +244,18 @@ fn no_remote_rank_outlives_a_failed_job() {
 }
 
 #[test]
+fn no_remote_rank_outlives_a_failed_job() {
+    let wait_then_fail = "while [ ! -s PIDFILE ]; do sleep 0.05; done; exit 4";
+    remote_rank_is_gone_after(wait_then_fail, |_| {}, 4);
+}
+
+#[test]
 fn ctrl_c_stops_remote_ranks_too() {
-    let Some(sshd) = Sshd::start() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let (child, pid) = job_with_a_sleeping_remote_rank(&sshd, dir.path(), "exec sleep 300");
-    // SAFETY: kill with a valid signal on a child process id has no memory effects.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
-    assert!(
-        gone_within(pid, Duration::from_secs(5)),
-        "the remote rank outlived the job"
-    );
+    let interrupt = |child: &std::process::Child| {
+        // SAFETY: kill with a valid signal on a child process id has no memory effects.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    };
+    remote_rank_is_gone_after("exec sleep 300", interrupt, 130);
 }
 
 #[test]
@@ -290,10 +294,7 @@ fn check_reports_ssh_interfaces_and_tcp_between_hosts() {
 #[test]
 fn check_names_a_host_it_cannot_log_in_to() {
     let Some(sshd) = Sshd::start() else { return };
-    let closed = {
-        let l = std::net::TcpListener::bind((REMOTE, 0)).unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let closed = closed_port();
     let hosts = format!("localhost:1,{REMOTE}:1");
     let out = run(&mut hvdrun_on(&sshd, closed, &["--check", "-H", &hosts]));
     assert_eq!(out.status.code(), Some(1));
