@@ -1,13 +1,17 @@
 //! hvdrun across "hosts": ranks on this machine and ranks started over ssh (a private
-//! sshd on 127.0.0.2, which hvdrun treats as another host), with the real rendezvous,
-//! transport and supervision.
+//! sshd on 127.0.0.2, which hvdrun treats as another host, or in a network namespace,
+//! which is another host to TCP too), with the real rendezvous, transport and
+//! supervision.
 
+#[path = "common/netns.rs"]
+mod netns;
 #[path = "common/sshd.rs"]
 mod sshd;
 
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use netns::NetnsHost;
 use sshd::{REMOTE, Sshd};
 
 const HVDRUN: &str = env!("CARGO_BIN_EXE_hvdrun");
@@ -113,6 +117,49 @@ fn a_job_spans_this_host_and_another_over_ssh() {
             "[2]<stdout>: RANK 2 of 3 on 127.0.0.2 local 1/2 cross 1/2 sum 3 mark travelled",
         ]
     );
+}
+
+#[test]
+fn a_job_across_network_namespaces_runs_on_the_named_interfaces() {
+    let Some(host) = NetnsHost::start(1) else {
+        return;
+    };
+    let sshd = host.sshd.as_ref().expect("sshd in the namespace");
+    let hosts = format!("localhost:1,{}:2", host.there);
+    // Each host has one of the two names: the list is how one flag serves both.
+    let interfaces = format!("{},{}", host.here_iface, host.there_iface);
+    let mut args = vec!["-np", "3", "-H", &hosts, "--network-interface", &interfaces];
+    args.extend(["-x", "HVD_TEST_MARK=crossed", "--"]);
+    let command = rank_command();
+    args.extend(command.iter().map(String::as_str));
+    let out = run(&mut hvdrun(sshd, &args));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        rank_lines(&out),
+        [
+            "[0]<stdout>: RANK 0 of 3 on localhost local 0/1 cross 0/2 sum 3 mark crossed",
+            "[1]<stdout>: RANK 1 of 3 on 10.231.1.2 local 0/2 cross 1/2 sum 3 mark crossed",
+            "[2]<stdout>: RANK 2 of 3 on 10.231.1.2 local 1/2 cross 1/2 sum 3 mark crossed",
+        ]
+    );
+    let hosts = format!("localhost:1,{}:1", host.there);
+    let check = ["--check", "-H", &hosts, "--network-interface", &interfaces];
+    let out = run(&mut hvdrun(sshd, &check));
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    for line in [
+        format!(
+            "  net  localhost            interface {} (10.231.1.1)",
+            host.here_iface
+        ),
+        format!(
+            "  net  10.231.1.2           interface {} (10.231.1.2)",
+            host.there_iface
+        ),
+    ] {
+        assert!(stdout.lines().any(|l| l == line), "{line} in\n{stdout}");
+    }
+    assert_eq!(stdout.matches(": ok\n").count(), 2, "{stdout}");
 }
 
 #[test]
