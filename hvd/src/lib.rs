@@ -29,6 +29,10 @@
 //! - [`transport`]: the transport chosen by Cargo features (`gloo-tcp`, on by default);
 //! - [`launch::LocalJob`]: N local ranks of a command, supervised, and the `hvdrun`
 //!   launcher built on it;
+//! - [`sampler::DistributedSampler`] (each rank its shard of every epoch's shuffle) and
+//!   [`metrics`] (loss and accuracy of the whole job);
+//! - `candle` (feature `candle`): Horovod's DistributedOptimizer and parameter broadcast
+//!   for [candle](https://github.com/huggingface/candle) models;
 //! - the `hvd-bench` tool: nccl-tests-style benchmarks of every collective and of the
 //!   runtime, fusion and autotuning.
 //!
@@ -36,10 +40,15 @@
 //! `Timeline<Fusion<transport>>`.
 
 mod autotune;
+#[cfg(feature = "candle")]
+pub mod candle;
 pub mod env;
 pub mod launch;
 pub mod logging;
+pub mod metrics;
+mod rng;
 pub mod runtime;
+pub mod sampler;
 mod stack;
 pub mod transport;
 mod world;
