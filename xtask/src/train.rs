@@ -59,7 +59,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
 
     let release = release_dir();
+    // hvdrun runs in the workspace, so a path inside it can be shown and passed relative.
     let checkpoint = release.join("train_mnist.safetensors");
+    let checkpoint = checkpoint.strip_prefix(&root).unwrap_or(&checkpoint);
     let mut hvdrun = Command::new(release.join("hvdrun"));
     hvdrun.args(["-np", &np.to_string()]);
     // Each rank computes with its share of the cores rather than all ranks with all of them.
