@@ -117,3 +117,80 @@ fn zero_epochs_are_refused() {
     let err = train_mnist::train(&args).unwrap_err();
     assert_eq!(err.to_string(), "--epochs must be at least 1");
 }
+
+/// Writes an IDX file of unsigned bytes: the magic, the dims, then `data`.
+fn write_idx(path: &Path, dims: &[u32], data: &[u8]) {
+    let mut bytes = vec![0, 0, 8, dims.len() as u8];
+    dims.iter().for_each(|d| bytes.extend(d.to_be_bytes()));
+    bytes.extend(data);
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn mnist_idx_files_are_read_and_bad_ones_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let image = |value: u8| vec![value; 28 * 28];
+    let write_split = |images: &str, labels: &str, pixels: &[u8], digits: &[u8]| {
+        write_idx(
+            &dir.path().join(images),
+            &[digits.len() as u32, 28, 28],
+            pixels,
+        );
+        write_idx(&dir.path().join(labels), &[digits.len() as u32], digits);
+    };
+    let missing = train_mnist::data::mnist(dir.path())
+        .err()
+        .unwrap()
+        .to_string();
+    let train_images = dir.path().join("train-images-idx3-ubyte");
+    assert!(
+        missing.starts_with(&format!("{}: ", train_images.display()))
+            && missing.ends_with("(download MNIST and gunzip its four files into that directory)"),
+        "{missing}"
+    );
+
+    write_split(
+        "train-images-idx3-ubyte",
+        "train-labels-idx1-ubyte",
+        &[image(255), image(0), image(51)].concat(),
+        &[7, 0, 3],
+    );
+    write_split(
+        "t10k-images-idx3-ubyte",
+        "t10k-labels-idx1-ubyte",
+        &image(255),
+        &[9],
+    );
+    let dataset = train_mnist::data::mnist(dir.path()).unwrap();
+    assert_eq!((dataset.train.len(), dataset.test.len()), (3, 1));
+    let (images, labels) = dataset
+        .train
+        .batch(&[2, 0], &candle_core::Device::Cpu)
+        .unwrap();
+    assert_eq!(labels.to_vec1::<u32>().unwrap(), vec![3, 7]);
+    let images = images.to_vec2::<f32>().unwrap();
+    assert!((images[0][0] - 0.2).abs() < 1e-6 && images[1][783] == 1.0);
+
+    write_idx(&train_images, &[3, 28, 27], &[0; 3 * 28 * 27]);
+    assert_eq!(
+        train_mnist::data::mnist(dir.path())
+            .err()
+            .unwrap()
+            .to_string(),
+        format!(
+            "{}: not an MNIST IDX file: images are 28x27, not 28x28",
+            train_images.display()
+        )
+    );
+    std::fs::write(&train_images, b"GIF89a").unwrap();
+    assert_eq!(
+        train_mnist::data::mnist(dir.path())
+            .err()
+            .unwrap()
+            .to_string(),
+        format!(
+            "{}: not an MNIST IDX file: expected the header of a 3-D file of unsigned bytes",
+            train_images.display()
+        )
+    );
+}

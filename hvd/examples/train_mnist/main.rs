@@ -12,7 +12,7 @@
 //! shuffle; rank 0 prints the epoch's training loss and test accuracy (both over the
 //! whole job) and the throughput, and saves the checkpoint at the end.
 
-mod data;
+pub(crate) mod data;
 mod model;
 mod progress;
 
