@@ -30,6 +30,10 @@
 //! - [`rendezvous`]: the HMAC-authenticated TCP store ranks find each other through;
 //! - [`launch::Job`]: N ranks of a command on this host or over ssh on others,
 //!   supervised, and the `hvdrun` launcher built on it;
+//! - [`sampler::DistributedSampler`] (each rank its shard of every epoch's shuffle) and
+//!   [`metrics`] (loss and accuracy of the whole job);
+//! - `candle` (feature `candle`): Horovod's DistributedOptimizer and parameter broadcast
+//!   for [candle](https://github.com/huggingface/candle) models;
 //! - the `hvd-bench` tool: nccl-tests-style benchmarks of every collective and of the
 //!   runtime, fusion and autotuning.
 //!
@@ -37,11 +41,16 @@
 //! `Timeline<Fusion<transport>>`.
 
 mod autotune;
+#[cfg(feature = "candle")]
+pub mod candle;
 pub mod env;
 pub mod launch;
 pub mod logging;
+pub mod metrics;
 pub mod rendezvous;
+mod rng;
 pub mod runtime;
+pub mod sampler;
 mod stack;
 pub mod transport;
 mod world;

@@ -1,5 +1,7 @@
 //! Project automation, run as `cargo xtask <command>`.
 //!
+//! - `train`: the README's first command; builds the launcher and the train_mnist example
+//!   and trains it on 2 local ranks.
 //! - `test-cluster`: builds and runs every test of the workspace, the multi-process ones
 //!   included, for every transport whose system library is present, and says which it
 //!   skipped and why (with the command that installs what is missing).
@@ -8,12 +10,16 @@
 mod backends;
 mod bench_peers;
 mod test_cluster;
+mod train;
 
 use std::process::ExitCode;
 
 const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
+  train [--np 2] [-- <train_mnist arguments>]
+      Build hvdrun and the train_mnist example (release) and train on N local ranks
+      over TCP: loss, test accuracy and throughput per epoch, and a checkpoint.
   test-cluster [-- <extra test-runner args>]
       Run every test, multi-process ones included, for every transport whose system
       library is present; name the skipped ones and how to enable them.
@@ -31,6 +37,7 @@ pub(crate) fn workspace_root() -> std::path::PathBuf {
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
+        Some("train") => train::run(&args[1..]),
         Some("test-cluster") => test_cluster::run(&args[1..]),
         Some("bench-peers") => bench_peers::run(&args[1..]),
         Some("-h" | "--help" | "help") => {

@@ -14,7 +14,8 @@ fn has_nextest() -> bool {
 
 pub fn run(extra: &[String]) -> Result<(), String> {
     let root = workspace_root();
-    let mut features = Vec::new();
+    // The candle integration is pure Rust like the default transport: always tested.
+    let mut features = vec!["hvd/candle".to_string()];
     let mut ran = Vec::new();
     let mut skipped = Vec::new();
     for backend in backends::all() {

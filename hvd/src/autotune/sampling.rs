@@ -2,6 +2,7 @@
 //! the candidate set over which the acquisition function is maximised.
 
 use super::space::Point;
+use crate::rng::SplitMix64;
 
 /// Points per side of the regular candidate grid, edges included, so that corners and
 /// edges of the space (a common place for the optimum) are always candidates.
@@ -9,30 +10,6 @@ const GRID_SIDE: usize = 33;
 /// Random candidates added to the grid, so that successive searches are not limited to
 /// the same lattice.
 const RANDOM_CANDIDATES: usize = 256;
-
-/// SplitMix64: a tiny, well-mixed 64-bit generator. The tuner must be reproducible from
-/// a seed, and needs nothing stronger.
-#[derive(Clone, Debug)]
-pub(super) struct SplitMix64(u64);
-
-impl SplitMix64 {
-    pub(super) fn new(seed: u64) -> SplitMix64 {
-        SplitMix64(seed)
-    }
-
-    pub(super) fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `[0, 1)`, from the top 53 bits.
-    pub(super) fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
 
 /// The `index`-th point (from 1) of the 2-D Halton sequence (bases 2 and 3): spreads the
 /// first few points evenly over the square, unlike random points, which clump.

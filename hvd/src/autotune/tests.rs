@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use super::sampling::SplitMix64;
 use super::{Params, Tuner, TunerConfig};
+use crate::rng::SplitMix64;
 
 const MIB: f64 = (1 << 20) as f64;
 /// Bytes allreduced per simulated step.

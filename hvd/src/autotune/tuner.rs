@@ -7,8 +7,9 @@ use hvd_core::{Error, Result};
 
 use super::acquisition::maximise;
 use super::gp::GaussianProcess;
-use super::sampling::{SplitMix64, candidates, halton};
+use super::sampling::{candidates, halton};
 use super::space::{Params, Point};
+use crate::rng::SplitMix64;
 
 /// How the tuner samples, and when it stops. [`TunerConfig::new`] gives the defaults.
 #[derive(Clone, Debug, PartialEq)]
