@@ -3,6 +3,8 @@
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use hvd::core::units;
 
+use crate::synthetic::SyntheticArgs;
+
 /// nccl-tests-style benchmarks of hvd's collectives.
 ///
 /// With `--np N` it launches N local ranks of itself; under a launcher (hvdrun) it reads
@@ -35,6 +37,12 @@ pub enum Command {
     /// Autotuning: the step time the tuner settles on, next to a grid search of fixed
     /// fusion thresholds and cycle times, on the fusion workload.
     Autotune(AutotuneArgs),
+    /// Training throughput of a real model's gradients (ResNet, VGG, Inception) through
+    /// the runtime, with compute simulated from published GPU speeds: Horovod's synthetic
+    /// benchmark. Compute defaults: tf_cnn_benchmarks on one Tesla P100 at batch size 32
+    /// (Inception v3 128 img/sec, ResNet-50 195, ResNet-152 82.7, VGG-16 144; ResNet-101
+    /// interpolated by multiply-accumulates, 116).
+    Synthetic(SyntheticArgs),
 }
 
 /// Options of `hvd-bench autotune`.
@@ -102,7 +110,10 @@ impl Command {
             Command::Broadcast(s) => Some((s, BenchOp::Broadcast)),
             Command::Alltoall(s) => Some((s, BenchOp::Alltoall)),
             Command::Reducescatter(s) => Some((s, BenchOp::Reducescatter)),
-            Command::Runtime(_) | Command::Fusion(_) | Command::Autotune(_) => None,
+            Command::Runtime(_)
+            | Command::Fusion(_)
+            | Command::Autotune(_)
+            | Command::Synthetic(_) => None,
         }
     }
 
