@@ -37,11 +37,17 @@ pub enum Command {
     /// Autotuning: the step time the tuner settles on, next to a grid search of fixed
     /// fusion thresholds and cycle times, on the fusion workload.
     Autotune(AutotuneArgs),
-    /// Training throughput of a real model's gradients (ResNet, VGG, Inception) through
-    /// the runtime, with compute simulated from published GPU speeds: Horovod's synthetic
-    /// benchmark. Compute defaults: tf_cnn_benchmarks on one Tesla P100 at batch size 32
-    /// (Inception v3 128 img/sec, ResNet-50 195, ResNet-152 82.7, VGG-16 144; ResNet-101
-    /// interpolated by multiply-accumulates, 116).
+    /// Horovod's synthetic benchmark: a real model's gradients through the runtime, with
+    /// the compute simulated.
+    ///
+    /// Every rank holds the model's parameter tensors, sleeps through each batch's
+    /// forward and backward pass, submits each layer's gradients as the backward pass
+    /// reaches them, and waits for all of them. Compute defaults are published
+    /// single-GPU speeds: tf_cnn_benchmarks on one Tesla P100, batch size 32, synthetic
+    /// data (TensorFlow performance guide, "Benchmarks", May 2017): Inception v3 128
+    /// img/sec, ResNet-50 195, ResNet-152 82.7, VGG-16 144; ResNet-101 116, interpolated
+    /// by multiply-accumulates. The backward pass takes two thirds of a batch, spread
+    /// over the layers by their multiply-accumulates.
     Synthetic(SyntheticArgs),
 }
 
