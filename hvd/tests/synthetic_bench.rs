@@ -154,3 +154,16 @@ fn a_launcher_job_size_outside_np_is_refused() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_failing_job_is_named_with_its_rank_count() {
+    let out = Command::new(env!("CARGO_BIN_EXE_hvd-bench"))
+        .args(["synthetic", "--np", "1,2"])
+        .env("HVD_CYCLE_TIME", "soon")
+        .output()
+        .expect("hvd-bench runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("the 1-rank job failed"), "{stderr}");
+    assert!(stderr.contains("HVD_CYCLE_TIME"), "{stderr}");
+}

@@ -36,6 +36,10 @@ const RESULTS_ENV: &str = "HVD_BENCH_SYNTHETIC_RESULTS";
 /// this process's rank of the job.
 pub fn run(args: &SyntheticArgs, launched: bool) -> Result<(), String> {
     let settings = args.validate()?;
+    let backend: Backend = args
+        .backend
+        .parse()
+        .map_err(|e: hvd::Error| e.to_string())?;
     let model = args.model.build();
     let plan = ComputePlan::new(&model, compute::batch_compute(args)?);
     let setup = Setup {
@@ -45,14 +49,13 @@ pub fn run(args: &SyntheticArgs, launched: bool) -> Result<(), String> {
     };
     match (&args.np, launched) {
         (Some(nps), false) => sweep::run(&setup, nps, args.json),
-        _ => run_rank(&settings, &setup).map_err(|e| e.to_string()),
+        _ => run_rank(&settings, &setup, backend).map_err(|e| e.to_string()),
     }
 }
 
 /// One rank: every fusion setting over one connection; rank 0 reports.
-fn run_rank(settings: &Settings, setup: &Setup<'_>) -> hvd::Result<()> {
+fn run_rank(settings: &Settings, setup: &Setup<'_>, backend: Backend) -> hvd::Result<()> {
     let args = &settings.args;
-    let backend: Backend = args.backend.parse()?;
     let world = World::from_env()?;
     if let Some(nps) = &args.np
         && !nps.contains(&world.size)
