@@ -69,9 +69,10 @@ pub struct Setup<'a> {
 }
 
 impl Setup<'_> {
-    /// Images per second per rank with no communication at all.
-    fn compute_rate(&self) -> f64 {
-        self.batch_size as f64 / self.plan.batch().as_secs_f64()
+    /// Images per second per rank with no communication at all; none without compute.
+    fn compute_rate(&self) -> Option<f64> {
+        let seconds = self.plan.batch().as_secs_f64();
+        (seconds > 0.0).then(|| self.batch_size as f64 / seconds)
     }
 
     /// The model and the compute, before the measurements.
@@ -81,7 +82,7 @@ impl Setup<'_> {
         format!(
             "Model: {} ({}x{} images), {} parameters in {} tensors ({:.1} MB of f32 gradients per batch)\n\
              Batch size: {} per rank; compute per batch {:.1} ms forward + {:.1} ms backward \
-             ({:.1} img/sec per rank with no communication)",
+             ({} img/sec per rank with no communication)",
             model.architecture.name(),
             model.image_size,
             model.image_size,
@@ -91,7 +92,8 @@ impl Setup<'_> {
             self.batch_size,
             self.plan.forward.as_secs_f64() * 1e3,
             self.plan.backward.as_secs_f64() * 1e3,
-            self.compute_rate(),
+            self.compute_rate()
+                .map_or("unbounded".into(), |r| format!("{r:.1}")),
         )
     }
 
@@ -159,13 +161,13 @@ impl Setup<'_> {
         for m in all {
             let scaling = self.scaling(all, m);
             let speedup = self.fusion_speedup(all, m);
-            let compute = m.mean() / self.compute_rate();
+            let compute = self.compute_rate().map(|rate| m.mean() / rate);
             if json {
                 let null = |x: Option<f64>| x.map_or("null".into(), |x| format!("{x:.4}"));
                 lines.push(format!(
                     "{{\"op\":\"synthetic\",\"model\":\"{}\",\"np\":{},\"fusion\":\"{}\",\"batch_size\":{},\
                      \"compute_ms\":{:.3},\"iters\":{},\"img_sec_per_rank\":{:.3},\"img_sec_per_rank_ci\":{:.3},\
-                     \"total_img_sec\":{:.3},\"scaling_efficiency\":{},\"compute_efficiency\":{compute:.4},\
+                     \"total_img_sec\":{:.3},\"scaling_efficiency\":{},\"compute_efficiency\":{},\
                      \"fusion_speedup\":{}}}",
                     self.model.architecture.name(),
                     m.np,
@@ -177,18 +179,19 @@ impl Setup<'_> {
                     m.spread(),
                     m.total(),
                     null(scaling),
+                    null(compute),
                     null(speedup),
                 ));
             } else {
                 lines.push(format!(
-                    "  {:<8} {:>5} {:>13.1} {:>8.1} {:>14.1} {:>12} {:>11.1}% {:>14}",
+                    "  {:<8} {:>5} {:>13.1} {:>8.1} {:>14.1} {:>12} {:>12} {:>14}",
                     m.fusion,
                     m.np,
                     m.mean(),
                     m.spread(),
                     m.total(),
                     percent(scaling),
-                    compute * 100.0,
+                    percent(compute),
                     gain(speedup),
                 ));
             }
@@ -251,6 +254,36 @@ mod tests {
         assert!(first.contains("\"fusion_speedup\":1.4167"), "{first}");
         // 85 img/sec against 100 with no communication (32 images in 320 ms).
         assert!(first.contains("\"compute_efficiency\":0.8500"), "{first}");
+    }
+
+    #[test]
+    fn no_compute_has_no_compute_efficiency() {
+        let model = Architecture::Resnet50.build();
+        let plan = ComputePlan::new(&model, Duration::ZERO);
+        let setup = Setup {
+            model: &model,
+            batch_size: 32,
+            plan: &plan,
+        };
+        assert!(
+            setup
+                .header()
+                .ends_with("(unbounded img/sec per rank with no communication)")
+        );
+        let all = [measured(2, "on", &[50.0])];
+        let row = setup.summary(&all, false);
+        let fields: Vec<&str> = row
+            .lines()
+            .nth(2)
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect();
+        assert_eq!(fields[6], "-", "{row}");
+        assert!(
+            setup
+                .summary(&all, true)
+                .contains("\"compute_efficiency\":null")
+        );
     }
 
     #[test]
