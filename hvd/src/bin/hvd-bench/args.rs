@@ -3,6 +3,8 @@
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use hvd::core::units;
 
+use crate::synthetic::SyntheticArgs;
+
 /// nccl-tests-style benchmarks of hvd's collectives.
 ///
 /// With `--np N` it launches N local ranks of itself; under a launcher (hvdrun) it reads
@@ -35,6 +37,18 @@ pub enum Command {
     /// Autotuning: the step time the tuner settles on, next to a grid search of fixed
     /// fusion thresholds and cycle times, on the fusion workload.
     Autotune(AutotuneArgs),
+    /// Horovod's synthetic benchmark: a real model's gradients through the runtime, with
+    /// the compute simulated.
+    ///
+    /// Every rank holds the model's parameter tensors, sleeps through each batch's
+    /// forward and backward pass, submits each layer's gradients as the backward pass
+    /// reaches them, and waits for all of them. Compute defaults are published
+    /// single-GPU speeds: tf_cnn_benchmarks on one Tesla P100, batch size 32, synthetic
+    /// data (TensorFlow performance guide, "Benchmarks", May 2017): Inception v3 128
+    /// img/sec, ResNet-50 195, ResNet-152 82.7, VGG-16 144; ResNet-101 116, interpolated
+    /// by multiply-accumulates. The backward pass takes two thirds of a batch, spread
+    /// over the layers by their multiply-accumulates.
+    Synthetic(SyntheticArgs),
 }
 
 /// Options of `hvd-bench autotune`.
@@ -102,7 +116,10 @@ impl Command {
             Command::Broadcast(s) => Some((s, BenchOp::Broadcast)),
             Command::Alltoall(s) => Some((s, BenchOp::Alltoall)),
             Command::Reducescatter(s) => Some((s, BenchOp::Reducescatter)),
-            Command::Runtime(_) | Command::Fusion(_) | Command::Autotune(_) => None,
+            Command::Runtime(_)
+            | Command::Fusion(_)
+            | Command::Autotune(_)
+            | Command::Synthetic(_) => None,
         }
     }
 

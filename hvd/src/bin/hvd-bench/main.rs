@@ -4,6 +4,7 @@
 //! hvd-bench allreduce --np 2 -b 4K -e 256M -f 4 --check
 //! hvd-bench allgather --np 4 --sizes 64M --json
 //! hvd-bench runtime --np 2
+//! hvd-bench synthetic --model resnet101 --np 1,2,4 --fusion on,off
 //! ```
 
 mod args;
@@ -13,6 +14,7 @@ mod fusion;
 mod measure;
 mod report;
 mod runtime;
+mod synthetic;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -37,9 +39,12 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: &Cli) -> Result<ExitCode, String> {
-    let (np, backend) = cli.command.launch();
     let launched =
         std::env::var_os("HVD_RANK").is_some() || std::env::var_os("HOROVOD_RANK").is_some();
+    if let Command::Synthetic(args) = &cli.command {
+        return synthetic::run(args, launched).map(|()| ExitCode::SUCCESS);
+    }
+    let (np, backend) = cli.command.launch();
     if let (Some(np), false) = (np, launched) {
         return launch(np);
     }
