@@ -12,7 +12,7 @@ mod train_mnist;
 use std::path::{Path, PathBuf};
 
 use clap::Parser;
-use hvd::launch::{JobOutcome, Job};
+use hvd::launch::{Job, JobOutcome};
 
 /// Runs `rank_body` with `args` on `np` ranks; returns the job's outcome and what each
 /// rank reported (its last-epoch accuracy, or `error: ` and its error).

@@ -83,17 +83,19 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
 }
 
 /// Starts `np` ranks of this same command and waits for them.
+/// A job of `np` ranks of this program with its own arguments: the ranks see the
+/// launcher's variables and run the benchmark themselves.
+fn this_program_as_job(np: usize) -> Result<Job, String> {
+    let program = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    Ok(Job::new(program, args, np).handle_interrupts())
+}
+
 fn launch(np: usize) -> Result<ExitCode, String> {
     if np == 0 {
         return Err("--np must be at least 1".into());
     }
-    let program = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match Job::new(program, args, np)
-        .handle_interrupts()
-        .run()
-        .map_err(|e| e.to_string())?
-    {
+    match this_program_as_job(np)?.run().map_err(|e| e.to_string())? {
         JobOutcome::Success => Ok(ExitCode::SUCCESS),
         failed => Err(failed.to_string()),
     }

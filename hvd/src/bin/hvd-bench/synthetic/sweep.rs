@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use hvd::launch::{JobOutcome, LocalJob};
+use hvd::launch::JobOutcome;
 
 use super::RESULTS_ENV;
 use super::report::{Measurement, Setup};
@@ -18,17 +18,14 @@ impl Drop for ResultsFile {
 }
 
 pub fn run(setup: &Setup<'_>, nps: &[usize], json: bool) -> Result<(), String> {
-    let program = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
-    let args: Vec<String> = std::env::args().skip(1).collect();
     let results = ResultsFile(
         std::env::temp_dir().join(format!("hvd-bench-synthetic-{}.tsv", std::process::id())),
     );
     std::fs::write(&results.0, "")
         .map_err(|e| format!("cannot create {}: {e}", results.0.display()))?;
     for &np in nps {
-        let outcome = LocalJob::new(&program, args.clone(), np)
+        let outcome = crate::this_program_as_job(np)?
             .env(RESULTS_ENV, results.0.display().to_string())
-            .handle_interrupts()
             .run()
             .map_err(|e| e.to_string())?;
         if outcome != JobOutcome::Success {
