@@ -138,6 +138,23 @@ impl World {
         })
     }
 
+    /// The launcher's rank and size, with an in-process store: for transports that connect
+    /// through the launcher's own machinery (MPI) and need no rendezvous.
+    pub fn from_env_without_store() -> Result<World> {
+        let (launcher, rank, size) = detect()?.unwrap_or(("none", 0, 1));
+        Ok(World {
+            rank,
+            size,
+            launcher,
+            store: Arc::new(MemoryStore::new()),
+        })
+    }
+
+    /// True when an MPI launcher (Open MPI's or MPICH's mpirun) started this process.
+    pub fn launched_by_mpi(&self) -> bool {
+        matches!(self.launcher, "Open MPI" | "MPICH")
+    }
+
     /// Tells the launcher this rank is connected: adds 1 to the store counter
     /// `hvd.checkin` and sets `hvd.checkin.<rank>`, which hvdrun watches while the job
     /// starts. Only for a job a launcher started; a failure here only costs the launcher's
