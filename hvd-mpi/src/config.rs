@@ -11,14 +11,15 @@ use hvd_core::{Error, Result};
 pub struct MpiConfig {
     /// How long one collective may block before the job is ended with an error naming
     /// the rank, the tensor and the operation (see the crate docs: MPI cannot cancel a
-    /// blocking collective).
+    /// blocking collective). This bounds a whole call, not a silence as TCP's timeout
+    /// does, so the default (5 minutes) leaves room for gigabytes over a slow network.
     pub timeout: Duration,
 }
 
 impl Default for MpiConfig {
     fn default() -> Self {
         MpiConfig {
-            timeout: Duration::from_secs(60),
+            timeout: Duration::from_secs(300),
         }
     }
 }
@@ -66,7 +67,7 @@ mod tests {
         assert_eq!(config.timeout, Duration::from_millis(2500));
         assert_eq!(
             MpiConfig::from_var(None).unwrap().timeout,
-            Duration::from_secs(60)
+            Duration::from_secs(300)
         );
     }
 

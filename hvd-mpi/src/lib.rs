@@ -78,14 +78,15 @@
 //! would allow a clean error, but Open MPI runs them with other algorithms (libnbc) that
 //! measured 1.3-1.8x slower than the blocking ones at 16-64 MiB. So calls block, and a
 //! watchdog thread ends the job (`MPI_Abort`) once a call has run longer than
-//! `HVD_MPI_TIMEOUT` (60 s by default), after printing the
+//! `HVD_MPI_TIMEOUT` (5 minutes by default: it bounds a whole call, so it leaves room for
+//! gigabytes over a slow network), after printing the
 //! [`Error::Timeout`](hvd_core::Error::Timeout) that names the rank, the operation and the
 //! tensor. A rank that dies is reported by `mpirun`, which ends the other ranks.
 //!
 //! ## Environment
 //! | variable | meaning | default |
 //! |---|---|---|
-//! | `HVD_MPI_TIMEOUT` | longest time one collective may block, e.g. `60`, `90s`, `5m` | 60 s |
+//! | `HVD_MPI_TIMEOUT` | longest time one collective may block, e.g. `60`, `90s`, `5m` | 5 min |
 
 #[cfg(feature = "mpi")]
 mod collective;

@@ -26,7 +26,8 @@
 //! - the whole contract of [`hvd_core`] (re-exported as [`core`]): [`Collective`], dtypes,
 //!   tensor views, reduction semantics, rendezvous stores;
 //! - [`World`]: rank, size and rendezvous from hvdrun, mpirun, Slurm or torchrun;
-//! - [`transport`]: the transport chosen by Cargo features (`gloo-tcp`, on by default);
+//! - [`transport`]: the transport chosen by Cargo features (`gloo-tcp`, on by default;
+//!   `mpi`, picked automatically under mpirun);
 //! - [`launch::LocalJob`]: N local ranks of a command, supervised, and the `hvdrun`
 //!   launcher built on it;
 //! - the `hvd-bench` tool: nccl-tests-style benchmarks of every collective and of the

@@ -8,7 +8,8 @@
 //! job of one rank.
 //!
 //! Ranks rendezvous through `HVD_STORE_DIR`, a directory every rank can reach, holding a
-//! [`FileStore`]. (hvdrun provides one.)
+//! [`FileStore`]. (hvdrun provides one; the MPI transport needs none, see
+//! [`World::from_env_without_store`].)
 
 use std::sync::Arc;
 
