@@ -123,7 +123,7 @@ impl Collective for MpiCollective {
             let data = self.host_mut(op, t)?;
             kernels::prescale(dtype, reduction, data);
             let (kind, combine) = (
-                datatype(dtype),
+                datatype(dtype)?,
                 operation(&self.comm.library.ops, dtype, reduction.op),
             );
             let buffer = address_mut(data);
@@ -140,7 +140,7 @@ impl Collective for MpiCollective {
         let op = "broadcast";
         validate::root(self.rank(), self.comm.size, root, &batch_name(tensors))?;
         for t in tensors.iter_mut() {
-            let (name, kind) = (t.name(), datatype(t.dtype()));
+            let (name, kind) = (t.name(), datatype(t.dtype())?);
             let count = self.comm.count(op, name, t.len())?;
             let buffer = address_mut(self.host_mut(op, t)?);
             self.comm.call(op, name, "MPI_Bcast", |comm| {
@@ -159,7 +159,7 @@ impl Collective for MpiCollective {
     ) -> Result<()> {
         let op = "allgather";
         validate::allgather(self.rank(), self.comm.size, input, output, counts)?;
-        let (name, kind) = (input.name(), datatype(input.dtype()));
+        let (name, kind) = (input.name(), datatype(input.dtype())?);
         let (recv_counts, displs) = self.layout(op, name, counts)?;
         let send = address(self.host(op, input)?);
         let recv = address_mut(self.host_mut(op, output)?);
@@ -198,7 +198,7 @@ impl Collective for MpiCollective {
             output,
             recv_counts,
         )?;
-        let (name, kind) = (input.name(), datatype(input.dtype()));
+        let (name, kind) = (input.name(), datatype(input.dtype())?);
         let (sends, send_displs) = self.layout(op, name, send_counts)?;
         let (recvs, recv_displs) = self.layout(op, name, recv_counts)?;
         let send = address(self.host(op, input)?);
@@ -251,7 +251,7 @@ impl Collective for MpiCollective {
             &scaled
         };
         let (kind, combine) = (
-            datatype(dtype),
+            datatype(dtype)?,
             operation(&self.comm.library.ops, dtype, reduction.op),
         );
         let data = self.host_mut(op, output)?;

@@ -1,15 +1,15 @@
 //! hvd's dtypes and reductions as MPI datatypes and operations.
 
-use hvd_core::{DType, ReduceOp};
+use hvd_core::{DType, Error, ReduceOp, Result};
 use mpi::ffi;
 
 use crate::user_ops::UserOps;
 
 /// The MPI datatype that moves `dtype`. f16 and bf16, which MPI lacks, travel as 16-bit
 /// words and bool as bytes; their reductions are user-defined operations.
-pub(crate) fn datatype(dtype: DType) -> ffi::MPI_Datatype {
+pub(crate) fn datatype(dtype: DType) -> Result<ffi::MPI_Datatype> {
     // SAFETY: reading predefined datatype handles of the initialised library.
-    unsafe {
+    Ok(unsafe {
         match dtype {
             DType::U8 | DType::Bool => ffi::RSMPI_UINT8_T,
             DType::I8 => ffi::RSMPI_INT8_T,
@@ -19,9 +19,14 @@ pub(crate) fn datatype(dtype: DType) -> ffi::MPI_Datatype {
             DType::I64 => ffi::RSMPI_INT64_T,
             DType::F32 => ffi::RSMPI_FLOAT,
             DType::F64 => ffi::RSMPI_DOUBLE,
-            _ => ffi::RSMPI_UINT8_T,
+            other => {
+                return Err(Error::Unsupported {
+                    backend: "mpi",
+                    what: format!("dtype {other}"),
+                });
+            }
         }
-    }
+    })
 }
 
 /// The MPI operation that combines `dtype` values for `op`: MPI's own where it has the
