@@ -56,6 +56,7 @@ pub mod device;
 pub mod dtype;
 pub mod error;
 pub mod kernels;
+pub mod net;
 pub mod op;
 pub mod reference;
 pub mod store;

@@ -26,7 +26,8 @@ pub struct TcpConfig {
     /// How long an operation waits while no byte moves before it gives up on the peers it
     /// waits for.
     pub op_timeout: Duration,
-    /// The network interface to listen and connect on (`eth0`); `None` picks one.
+    /// The network interface to listen and connect on (`eth0`, or a list `eth0,ib0` of
+    /// which the first this host has is used); `None` picks one.
     pub interface: Option<String>,
     /// The shared secret every connection proves knowledge of. Empty when unset: the
     /// handshake then still checks the protocol, job and ranks, but anyone who can reach
@@ -83,7 +84,7 @@ impl TcpConfig {
     ///
     /// | variable | meaning | form |
     /// |---|---|---|
-    /// | `HVD_IFACE` (alias `HOROVOD_GLOO_IFACE`) | interface to use | a name such as `eth0` |
+    /// | `HVD_IFACE` (alias `HOROVOD_GLOO_IFACE`) | interface to use | a name such as `eth0`, or a list `eth0,ib0` |
     /// | `HVD_SECRET` | shared secret | any text |
     /// | `HVD_JOB_ID` | job id | up to 256 bytes of text |
     /// | `HVD_START_TIMEOUT` | `start_timeout` | seconds, e.g. `30` or `2.5` |

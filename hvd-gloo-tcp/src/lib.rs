@@ -110,7 +110,6 @@
 //! | `HVD_TCP_TIMEOUT` | seconds a call waits on a silent peer | 60 |
 //! | `HVD_TCP_SMALL_BYTES` | crossover to the latency-optimal algorithms | 256K |
 
-mod addr;
 mod barrier;
 mod broadcast;
 mod collective;

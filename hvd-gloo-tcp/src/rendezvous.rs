@@ -19,7 +19,9 @@ use crate::config::TcpConfig;
 use crate::handshake::{self, HANDSHAKE_TIMEOUT, Identity};
 use crate::io::Link;
 use crate::record::Record;
-use crate::{addr, socket};
+use hvd_core::net as addr;
+
+use crate::socket;
 
 /// How often the acceptor looks for new connections.
 const ACCEPT_POLL: Duration = Duration::from_millis(1);
@@ -73,7 +75,7 @@ impl Joiner<'_> {
         }
         let deadline = Instant::now() + self.config.start_timeout;
         let interfaces = addr::interfaces()?;
-        let plan = addr::listen_plan(&interfaces, self.config.interface.as_deref())?;
+        let plan = addr::listen_plan(&interfaces, self.config.interface.as_deref(), "HVD_IFACE")?;
         let listener = socket::listen(plan.bind).map_err(|e| {
             Error::io(
                 format!("rank {}: listening on {}", self.rank, plan.bind),

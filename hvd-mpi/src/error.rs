@@ -24,12 +24,16 @@ pub(crate) fn describe(code: c_int) -> String {
     if found != 0 {
         return format!("MPI error code {code}");
     }
+    format!("{} (MPI error code {code})", c_text(&text, len))
+}
+
+/// The text MPI wrote into `text`: `len` characters, or up to the first NUL (some
+/// libraries count the terminator).
+pub(crate) fn c_text(text: &[c_char], len: c_int) -> String {
     let bytes: Vec<u8> = text[..len.clamp(0, text.len() as c_int) as usize]
         .iter()
         .map(|c| *c as u8)
+        .take_while(|b| *b != 0)
         .collect();
-    format!(
-        "{} (MPI error code {code})",
-        String::from_utf8_lossy(&bytes)
-    )
+    String::from_utf8_lossy(&bytes).into_owned()
 }

@@ -110,4 +110,4 @@ pub use collective::MpiCollective;
 #[cfg(feature = "mpi")]
 pub use config::MpiConfig;
 #[cfg(feature = "mpi")]
-pub use library::ThreadLevel;
+pub use library::{ThreadLevel, library_version};

@@ -146,6 +146,24 @@ impl Drop for Library {
     }
 }
 
+/// The MPI library this process links, as it names itself (its first line), such as
+/// `Open MPI v4.1.4, ...`. Callable before MPI is initialised.
+pub fn library_version() -> Result<String> {
+    let mut text = [0 as std::os::raw::c_char; ffi::MPI_MAX_LIBRARY_VERSION_STRING as usize + 1];
+    let mut len: c_int = 0;
+    // SAFETY: the buffer holds MPI_MAX_LIBRARY_VERSION_STRING characters, as the call
+    // requires; MPI allows the call before MPI_Init.
+    let code = unsafe { ffi::MPI_Get_library_version(text.as_mut_ptr(), &mut len) };
+    check_init(code, "MPI_Get_library_version")?;
+    let version = crate::error::c_text(&text, len);
+    Ok(version
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_string())
+}
+
 fn finalized() -> Result<bool> {
     let mut flag: c_int = 0;
     // SAFETY: MPI_Finalized may be called at any time.

@@ -28,8 +28,9 @@
 //! - [`World`]: rank, size and rendezvous from hvdrun, mpirun, Slurm or torchrun;
 //! - [`transport`]: the transport chosen by Cargo features (`gloo-tcp`, on by default;
 //!   `mpi`, picked automatically under mpirun);
-//! - [`launch::LocalJob`]: N local ranks of a command, supervised, and the `hvdrun`
-//!   launcher built on it;
+//! - [`rendezvous`]: the HMAC-authenticated TCP store ranks find each other through;
+//! - [`launch::Job`]: N ranks of a command on this host or over ssh on others,
+//!   supervised, and the `hvdrun` launcher built on it;
 //! - the `hvd-bench` tool: nccl-tests-style benchmarks of every collective and of the
 //!   runtime, fusion and autotuning.
 //!
@@ -40,6 +41,7 @@ mod autotune;
 pub mod env;
 pub mod launch;
 pub mod logging;
+pub mod rendezvous;
 pub mod runtime;
 mod stack;
 pub mod transport;

@@ -41,6 +41,21 @@ impl Backend {
             Backend::Mpi => "mpi",
         }
     }
+
+    /// What the transport is built on, with the library's version where it has one;
+    /// an error when its library cannot be found at run time.
+    pub fn library(self) -> Result<String> {
+        match self {
+            Backend::Tcp => Ok("pure Rust sockets (no system library)".into()),
+            #[cfg(feature = "mpi")]
+            Backend::Mpi => hvd_mpi::library_version(),
+            #[allow(unreachable_patterns)]
+            other => Err(Error::Unsupported {
+                backend: other.name(),
+                what: "this build (its Cargo feature is off)".into(),
+            }),
+        }
+    }
 }
 
 impl fmt::Display for Backend {

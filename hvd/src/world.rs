@@ -7,13 +7,12 @@
 //! torchrun-style launchers (`RANK`, `WORLD_SIZE`). With none of them, the process is a
 //! job of one rank.
 //!
-//! Ranks rendezvous through `HVD_STORE_DIR`, a directory every rank can reach, holding a
-//! [`FileStore`]. (hvdrun provides one; the MPI transport needs none, see
-//! [`World::from_env_without_store`].)
+//! Ranks rendezvous through a store: hvdrun's server, rank 0's under torchrun-style
+//! variables, or a directory; [`crate::rendezvous::store_from_env`] says which. The MPI
+//! transport needs none (see [`World::from_env_without_store`]).
 
 use std::sync::Arc;
 
-use hvd_core::store::FileStore;
 use hvd_core::{Error, MemoryStore, Result, Store};
 
 use crate::env;
@@ -118,19 +117,7 @@ impl World {
                 store: Arc::new(MemoryStore::new()),
             });
         };
-        let store: Arc<dyn Store> = match env::lookup("STORE_DIR") {
-            Some((_, dir)) => Arc::new(FileStore::new(dir)?),
-            None if size == 1 => Arc::new(MemoryStore::new()),
-            None => {
-                return Err(Error::Config {
-                    name: "HVD_STORE_DIR".into(),
-                    value: "unset".into(),
-                    expected: format!(
-                        "a directory every rank can reach, for the ranks to find each other (rank {rank} of {size} was started by {launcher}; hvdrun sets it for you)"
-                    ),
-                });
-            }
-        };
+        let store = crate::rendezvous::store_from_env(launcher, rank, size)?;
         Ok(World {
             rank,
             size,

@@ -5,7 +5,7 @@ use std::process::Command;
 
 use hvd::{Config, World};
 
-const LAUNCHER_VARIABLES: [&str; 14] = [
+const LAUNCHER_VARIABLES: [&str; 26] = [
     "HVD_RANK",
     "HVD_SIZE",
     "HOROVOD_RANK",
@@ -20,6 +20,18 @@ const LAUNCHER_VARIABLES: [&str; 14] = [
     "WORLD_SIZE",
     "HVD_STORE_DIR",
     "HOROVOD_STORE_DIR",
+    "HVD_STORE_ADDR",
+    "HOROVOD_STORE_ADDR",
+    "HVD_STORE_PORT",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_RUN_ID",
+    "OMPI_MCA_ess_base_jobid",
+    "PMIX_NAMESPACE",
+    "OMPI_COMM_WORLD_LOCAL_SIZE",
+    "SLURM_JOB_ID",
+    "SLURM_NNODES",
+    "SLURM_STEP_NUM_NODES",
 ];
 
 /// Runs the ignored test `child` in a child process with exactly `vars` set among the
@@ -167,6 +179,41 @@ fn bad_launcher_variables_are_named() {
     );
     assert_eq!(
         world_with(&[("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "2")]),
-        "error: invalid value \"unset\" for HVD_STORE_DIR: expected a directory every rank can reach, for the ranks to find each other (rank 0 of 2 was started by Open MPI; hvdrun sets it for you)"
+        "error: invalid value \"none found\" for rendezvous: expected a way for the ranks to find each other (rank 0 of 2 was started by Open MPI): start the job with hvdrun, or set MASTER_ADDR and MASTER_PORT (rank 0's host and a free port) on every rank, or HVD_STORE_DIR to a directory every rank can reach"
+    );
+    assert_eq!(
+        world_with(&[
+            ("RANK", "1"),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "127.0.0.1")
+        ]),
+        "error: invalid value \"set alone\" for MASTER_ADDR: expected MASTER_PORT set as well: rank 0's host and port for rendezvous"
+    );
+    assert_eq!(
+        world_with(&[
+            ("RANK", "1"),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("MASTER_PORT", "70000")
+        ]),
+        "error: invalid value \"70000\" for MASTER_PORT: expected a TCP port number"
+    );
+    assert_eq!(
+        world_with(&[
+            ("RANK", "1"),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("MASTER_PORT", "65535"),
+            ("TORCHELASTIC_RUN_ID", "job")
+        ]),
+        "error: invalid value \"65535\" for MASTER_PORT: expected a port below 65535 (hvd serves on MASTER_PORT + 1 under torchrun; or set HVD_STORE_PORT)"
+    );
+    assert_eq!(
+        world_with(&[
+            ("HVD_RANK", "0"),
+            ("HVD_SIZE", "2"),
+            ("HVD_STORE_ADDR", "nowhere")
+        ]),
+        "error: invalid value \"nowhere\" for rendezvous address: expected host:port of the rendezvous server (invalid socket address)"
     );
 }

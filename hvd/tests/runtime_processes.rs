@@ -1,12 +1,12 @@
 //! The runtime across real processes over the default TCP transport: each test launches
-//! ranks of this test binary with `LocalJob`, and each rank writes what it saw to a file
+//! ranks of this test binary with `Job`, and each rank writes what it saw to a file
 //! that the test then checks.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use hvd::ReduceOp;
-use hvd::launch::{JobOutcome, LocalJob};
+use hvd::launch::{Job, JobOutcome};
 
 /// Runs the ignored test `rank_body` as `np` ranks with `scenario`; returns each rank's
 /// report (None for a rank that wrote none).
@@ -19,7 +19,7 @@ fn launch(np: usize, scenario: &str) -> (JobOutcome, Vec<Option<String>>) {
         "--nocapture",
         "--test-threads=1",
     ];
-    let job = LocalJob::new(
+    let job = Job::new(
         std::env::current_exe().unwrap(),
         args.map(String::from).to_vec(),
         np,

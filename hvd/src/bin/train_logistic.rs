@@ -14,7 +14,7 @@
 
 use std::time::Instant;
 
-use hvd::launch::{JobOutcome, LocalJob};
+use hvd::launch::{Job, JobOutcome};
 use hvd::{Hvd, ReduceOp};
 
 const FEATURES: usize = 32;
@@ -176,7 +176,7 @@ fn main() -> Result<(), String> {
     let launched = std::env::var_os("HVD_RANK").is_some();
     if np > 1 && !launched {
         let me = std::env::current_exe().map_err(|e| e.to_string())?;
-        return match LocalJob::new(me, std::env::args().skip(1).collect(), np)
+        return match Job::new(me, std::env::args().skip(1).collect(), np)
             .handle_interrupts()
             .run()
             .map_err(|e| e.to_string())?

@@ -18,7 +18,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Parser;
-use hvd::launch::{JobOutcome, LocalJob};
+use hvd::launch::{Job, JobOutcome};
 use hvd::{Backend, Collective, DType, ReduceOp, Reduction, transport};
 
 use args::{BenchOp, Cli, Command, Sweep};
@@ -84,7 +84,7 @@ fn launch(np: usize) -> Result<ExitCode, String> {
     }
     let program = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match LocalJob::new(program, args, np)
+    match Job::new(program, args, np)
         .handle_interrupts()
         .run()
         .map_err(|e| e.to_string())?

@@ -4,25 +4,71 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
-/// Runs N ranks of a command on this host as one hvd job.
+/// Runs N ranks of a command as one hvd job, on this host or on several.
 ///
-/// Each rank gets HVD_RANK, HVD_SIZE, HVD_LOCAL_RANK, HVD_LOCAL_SIZE, HVD_STORE_DIR and
-/// HVD_SECRET on top of hvdrun's own environment. Every line a rank writes is tagged like
-/// `[1]<stdout>: text`. When a rank fails, the others are stopped, the first failure is
-/// summarised with the last lines of its stderr, and hvdrun exits with that rank's exit
-/// code (128 + the signal for a rank killed by a signal); 130 when interrupted.
-///
-/// Only this host for now: multi-host jobs (-H, ssh) are not yet supported.
+/// Ranks on this host are started directly; ranks on other hosts over ssh (which must log
+/// in without a password, and find the command at the same path). Each rank gets
+/// HVD_RANK, HVD_SIZE, HVD_LOCAL_RANK, HVD_LOCAL_SIZE, HVD_CROSS_RANK, HVD_CROSS_SIZE, the
+/// address of hvdrun's rendezvous server (HVD_STORE_ADDR) and a secret made for this job
+/// (HVD_SECRET). HVD_*, HOROVOD_*, PATH, LD_LIBRARY_PATH, RUST_LOG and -x variables
+/// travel to other hosts. Every line a rank writes is tagged like `[1]<stdout>: text`.
+/// When a rank fails, the others are stopped, the first failure is summarised with the
+/// last lines of its stderr, and hvdrun exits with that rank's exit code (128 + the
+/// signal for a rank killed by a signal); 130 when interrupted.
 #[derive(Debug, Parser)]
 #[command(
     name = "hvdrun",
     version,
-    after_help = "Example:\n  hvdrun -np 2 train_logistic --epochs 1"
+    after_help = "Examples:\n  hvdrun -np 2 train_mnist --epochs 1\n  hvdrun -np 8 -H node1:4,node2:4 --network-interface eth0 train_mnist\n  hvdrun --check -H node1:4,node2:4\n  hvdrun --check-build"
 )]
 pub struct Cli {
     /// Number of ranks to start (`-np N`, as with mpirun and horovodrun).
     #[arg(short = 'n', long = "np", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub np: u32,
+    pub np: Option<u32>,
+
+    /// Hosts and their slots (ranks each may run): `host1:4,host2:4`. Default: this host.
+    #[arg(
+        short = 'H',
+        long = "hosts",
+        value_name = "HOST:SLOTS,...",
+        conflicts_with = "hostfile"
+    )]
+    pub hosts: Option<String>,
+
+    /// A file of hosts, one `host slots=N` per line.
+    #[arg(long, value_name = "FILE")]
+    pub hostfile: Option<PathBuf>,
+
+    /// The port sshd listens on, on the other hosts.
+    #[arg(short = 'p', long = "ssh-port", value_name = "PORT")]
+    pub ssh_port: Option<u16>,
+
+    /// The private key ssh logs in with.
+    #[arg(short = 'i', long = "ssh-identity-file", value_name = "FILE")]
+    pub ssh_identity: Option<PathBuf>,
+
+    /// An option for ssh, as ssh's `-o NAME=VALUE` (repeatable).
+    #[arg(long = "ssh-option", value_name = "NAME=VALUE")]
+    pub ssh_options: Vec<String>,
+
+    /// The network interfaces to use, the first each host has: `eth0` or `eth0,ib0`.
+    /// Default: an automatic choice that skips container bridges (and loopback when the
+    /// job spans hosts).
+    #[arg(long, value_name = "IFACE[,IFACE]")]
+    pub network_interface: Option<String>,
+
+    /// Checks the hosts instead of running a command: ssh reachability, the interface each
+    /// host would use, and that every host can open a TCP connection to every other.
+    #[arg(long, conflicts_with = "check_build")]
+    pub check: bool,
+
+    /// Prints the transports compiled into this build and the libraries they use.
+    #[arg(long)]
+    pub check_build: bool,
+
+    /// Runs this host's part of `--check` (started by hvdrun itself on each host).
+    #[arg(long, hide = true)]
+    pub probe: bool,
 
     /// Write each rank's output to DIR/rank.N/stdout and DIR/rank.N/stderr instead of
     /// tagging it onto hvdrun's own.
@@ -43,14 +89,27 @@ pub struct Cli {
     pub env: Vec<String>,
 
     /// The command each rank runs, and its arguments.
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    #[arg(
+        required_unless_present_any = ["check", "check_build", "probe"],
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
     pub command: Vec<String>,
 }
 
 /// Options that take a value, so the value is not mistaken for the command.
-const VALUED: [&str; 6] = [
+const VALUED: [&str; 15] = [
     "-n",
     "--np",
+    "-H",
+    "--hosts",
+    "--hostfile",
+    "-p",
+    "--ssh-port",
+    "-i",
+    "--ssh-identity-file",
+    "--ssh-option",
+    "--network-interface",
     "--output-filename",
     "--start-timeout",
     "--grace",

@@ -1,19 +1,23 @@
-//! Running every rank of a job as a child process on this host.
+//! Running every rank of a job: directly on this host, over ssh on others.
 
 use std::collections::VecDeque;
 use std::io::{IsTerminal, Write};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::thread::{JoinHandle, sleep};
 use std::time::{Duration, Instant};
 
-use hvd_core::store::FileStore;
-use hvd_core::{Error, Result, Store};
+use hvd_core::{Error, MemoryStore, Result, Store};
 
+use super::hosts::{Host, Placement, place};
 use super::interrupt;
+use super::outcome::{JobOutcome, MissingRank, ended};
 use super::output::{Destination, Output, Stream, Tail};
+use super::ssh::{Ssh, travels};
+use crate::rendezvous::{STORE_ADDR_VAR, StoreServer};
 
 /// The store counter every rank adds 1 to once its transport is connected.
 pub const CHECKIN_KEY: &str = "hvd.checkin";
@@ -25,118 +29,30 @@ pub fn checkin_key(rank: usize) -> String {
 
 const POLL: Duration = Duration::from_millis(10);
 
-/// How a job ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum JobOutcome {
-    /// Every rank exited with status 0.
-    Success,
-    /// `rank` was the first to fail, with this status; the others were stopped.
-    Failed {
-        rank: usize,
-        /// "exit code 3" or "killed by signal 9".
-        status: String,
-        /// The exit code, 128 + the signal for a rank killed by a signal.
-        exit_code: i32,
-        /// The last lines (up to 10) of the rank's standard error.
-        stderr_tail: Vec<String>,
-    },
-    /// SIGINT or SIGTERM reached the launcher; `stopped` ranks were still running.
-    Interrupted { stopped: usize },
-    /// Not every rank connected within the start timeout; the job was stopped.
-    StartTimeout {
-        timeout: Duration,
-        missing: Vec<MissingRank>,
-    },
+/// What every rank of one run shares.
+struct Launch<'a> {
+    hosts: &'a [Host],
+    /// Whether the ranks are on more than one host (summaries then name the host).
+    multi_host: bool,
+    /// How many hosts have ranks.
+    cross_size: usize,
+    store_addr: String,
+    secret: &'a str,
+    /// The launcher's directory, where remote ranks start when their host has it.
+    dir: PathBuf,
 }
 
-/// A rank that did not check in before the start timeout.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MissingRank {
-    pub rank: usize,
-    /// How it had ended, if it had ("exit code 2"); None: it was still running.
-    pub exited: Option<String>,
-    pub stderr_tail: Vec<String>,
-}
-
-impl JobOutcome {
-    /// The exit status a launcher should end with: 0, the failed rank's code, 130 when
-    /// interrupted, 1 when the job did not start.
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            JobOutcome::Success => 0,
-            JobOutcome::Failed { exit_code, .. } => *exit_code,
-            JobOutcome::Interrupted { .. } => 130,
-            JobOutcome::StartTimeout { .. } => 1,
-        }
-    }
-}
-
-fn write_tail(f: &mut std::fmt::Formatter<'_>, intro: &str, tail: &[String]) -> std::fmt::Result {
-    if tail.is_empty() {
-        return write!(f, " It wrote nothing to stderr.");
-    }
-    write!(f, " {intro}")?;
-    for line in tail {
-        write!(f, "\n    {line}")?;
-    }
-    Ok(())
-}
-
-/// The summary a user reads, without a program-name prefix.
-impl std::fmt::Display for JobOutcome {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            JobOutcome::Success => write!(f, "every rank exited successfully"),
-            JobOutcome::Failed {
-                rank,
-                status,
-                stderr_tail,
-                ..
-            } => {
-                write!(
-                    f,
-                    "rank {rank} failed first ({status}); the other ranks were stopped."
-                )?;
-                write_tail(f, "Last lines of its stderr:", stderr_tail)
-            }
-            JobOutcome::Interrupted { stopped } => {
-                write!(f, "interrupted; stopped {stopped} ranks")
-            }
-            JobOutcome::StartTimeout { timeout, missing } => {
-                let ranks: Vec<String> = missing.iter().map(|m| m.rank.to_string()).collect();
-                let noun = if ranks.len() == 1 { "rank" } else { "ranks" };
-                write!(
-                    f,
-                    "{noun} {} did not connect within {}s; the job was stopped.",
-                    ranks.join(", "),
-                    timeout.as_secs_f64(),
-                )?;
-                for m in missing {
-                    match &m.exited {
-                        None => write!(
-                            f,
-                            "\n  rank {}: still running (did it call hvd::init()?)",
-                            m.rank
-                        )?,
-                        Some(status) => {
-                            write!(f, "\n  rank {}: exited ({status}).", m.rank)?;
-                            write_tail(f, "Last lines of its stderr:", &m.stderr_tail)?;
-                        }
-                    }
-                }
-                Ok(())
-            }
-        }
-    }
-}
-
-/// N ranks of one command on this host.
+/// N ranks of one command, on this host or on several.
 ///
-/// Every rank inherits this process's environment, runs in its own process group (so
-/// stopping a rank stops what it started), and has its standard error read line by line
-/// so a failure can be reported with its last lines.
+/// The job serves its ranks' rendezvous store ([`StoreServer`]) and hands each rank its
+/// address and a secret made for this job. A rank on this host inherits this process's
+/// environment and runs in its own process group (so stopping a rank stops what it
+/// started); a rank on another host is started over ssh with the variables that travel
+/// (`HVD_*`, `HOROVOD_*`, `PATH`, `LD_LIBRARY_PATH`, `RUST_LOG`, and those set with
+/// [`env`](Job::env)), and cannot outlive the job (see [`Ssh`]). Every rank's standard
+/// error is read line by line, so a failure can be reported with its last lines.
 #[derive(Debug)]
-pub struct LocalJob {
+pub struct Job {
     program: PathBuf,
     args: Vec<String>,
     np: usize,
@@ -147,15 +63,9 @@ pub struct LocalJob {
     start_timeout: Option<Duration>,
     handle_interrupts: bool,
     progress: Option<String>,
-}
-
-/// A scratch directory removed when dropped.
-struct ScratchDir(PathBuf);
-
-impl Drop for ScratchDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+    hosts: Option<Vec<Host>>,
+    ssh: Ssh,
+    interface: Option<String>,
 }
 
 fn random_hex(bytes: usize) -> Result<String> {
@@ -168,27 +78,14 @@ fn random_hex(bytes: usize) -> Result<String> {
     Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-fn describe(status: ExitStatus) -> String {
-    if let Some(signal) = status.signal() {
-        return format!("killed by signal {signal}");
-    }
-    match status.code() {
-        Some(code) => format!("exit code {code}"),
-        None => status.to_string(),
-    }
-}
-
-fn exit_code(status: ExitStatus) -> i32 {
-    match (status.code(), status.signal()) {
-        (Some(code), _) => code,
-        (None, Some(signal)) => 128 + signal,
-        (None, None) => 1,
-    }
-}
-
 /// One started rank.
 struct Rank {
     child: Child,
+    /// The host, for a job of several hosts.
+    host: Option<String>,
+    over_ssh: bool,
+    /// Over ssh: the wrapper's standard input, whose closing stops the rank.
+    remote_stdin: Option<ChildStdin>,
     status: Option<ExitStatus>,
     readers: Vec<JoinHandle<()>>,
     tail: Tail,
@@ -199,11 +96,16 @@ impl Rank {
         let tail = self.tail.lock().unwrap_or_else(|e| e.into_inner());
         tail.iter().cloned().collect()
     }
+
+    /// How it ended, in words, and its exit code; None while it runs.
+    fn ended(&self) -> Option<(String, i32)> {
+        self.status.map(|status| ended(status, self.over_ssh))
+    }
 }
 
-impl LocalJob {
+impl Job {
     pub fn new(program: impl Into<PathBuf>, args: Vec<String>, np: usize) -> Self {
-        LocalJob {
+        Job {
             program: program.into(),
             args,
             np,
@@ -214,7 +116,30 @@ impl LocalJob {
             start_timeout: None,
             handle_interrupts: false,
             progress: None,
+            hosts: None,
+            ssh: Ssh::default(),
+            interface: None,
         }
+    }
+
+    /// The hosts to run on (default: `np` ranks on this host). Hosts that name this
+    /// machine are started directly, the others over ssh.
+    pub fn hosts(mut self, hosts: Vec<Host>) -> Self {
+        self.hosts = Some(hosts);
+        self
+    }
+
+    /// How to reach the other hosts.
+    pub fn ssh(mut self, ssh: Ssh) -> Self {
+        self.ssh = ssh;
+        self
+    }
+
+    /// The network interfaces the job uses (`eth0` or `eth0,ib0`, the first each host
+    /// has): the ranks' transport (`HVD_IFACE`) and the rendezvous server's address.
+    pub fn network_interface(mut self, names: impl Into<String>) -> Self {
+        self.interface = Some(names.into());
+        self
     }
 
     /// Discards the ranks' standard output (their standard error still shows).
@@ -267,17 +192,27 @@ impl LocalJob {
         if self.handle_interrupts {
             interrupt::install()?;
         }
+        let hosts = self.hosts.clone().unwrap_or_else(|| {
+            vec![Host {
+                name: "localhost".into(),
+                slots: self.np,
+            }]
+        });
+        let placements = place(&hosts, self.np)?;
         let secret = random_hex(16)?;
-        let dir = ScratchDir(std::env::temp_dir().join(format!(
-            "hvd-job-{}-{}",
-            std::process::id(),
-            random_hex(4)?
-        )));
-        std::fs::create_dir_all(&dir.0)
-            .map_err(|e| Error::io(format!("creating {}", dir.0.display()), &e))?;
+        let server = StoreServer::start(self.server_address(&hosts)?, secret.as_bytes())?;
+        let launch = Launch {
+            hosts: &hosts,
+            multi_host: placements.iter().any(|p| p.host != placements[0].host),
+            cross_size: placements.last().map_or(0, |p| p.host + 1),
+            store_addr: server.addr().to_string(),
+            secret: &secret,
+            dir: std::env::current_dir()
+                .map_err(|e| Error::io("reading the current directory", &e))?,
+        };
         let mut ranks = Vec::with_capacity(self.np);
-        for rank in 0..self.np {
-            match self.spawn(rank, &dir.0, &secret) {
+        for (rank, placement) in placements.iter().enumerate() {
+            match self.spawn(rank, placement, &launch) {
                 Ok(r) => ranks.push(r),
                 Err(e) => {
                     stop(&mut ranks, Duration::ZERO);
@@ -285,15 +220,83 @@ impl LocalJob {
                 }
             }
         }
-        let store = FileStore::new(&dir.0)?;
-        let outcome = self.supervise(&mut ranks, &store);
+        let outcome = self.supervise(&mut ranks, server.store().as_ref());
         if outcome.is_err() {
             stop(&mut ranks, Duration::ZERO);
         }
         outcome
     }
 
-    fn spawn(&self, rank: usize, store_dir: &std::path::Path, secret: &str) -> Result<Rank> {
+    /// Where the rendezvous server listens: loopback for a job on this host alone,
+    /// otherwise an address the other hosts can reach (of `--network-interface`, or the
+    /// first routable address of a physical-looking interface).
+    fn server_address(&self, hosts: &[Host]) -> Result<SocketAddr> {
+        let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        if hosts.iter().all(Host::is_this_machine) {
+            return Ok(loopback);
+        }
+        let interfaces = hvd_core::net::interfaces()?;
+        let plan = hvd_core::net::listen_plan(
+            &interfaces,
+            self.interface.as_deref(),
+            "--network-interface",
+        )?;
+        if let Some(ip) = plan.publish.first() {
+            return Ok(SocketAddr::new(*ip, 0));
+        }
+        let all_loopback = hosts.iter().all(|h| {
+            h.is_this_machine() || h.name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+        });
+        if all_loopback {
+            return Ok(loopback);
+        }
+        Err(Error::Config {
+            name: "--network-interface".into(),
+            value: "unset".into(),
+            expected: "an interface other hosts can reach this one on: this host has no routable address outside loopback and container bridges".into(),
+        })
+    }
+
+    fn spawn(&self, rank: usize, placement: &Placement, launch: &Launch) -> Result<Rank> {
+        let host = &launch.hosts[placement.host];
+        let remote = !host.is_this_machine();
+        let mut env = self.env.clone();
+        env.extend([
+            ("HVD_RANK".to_string(), rank.to_string()),
+            ("HVD_SIZE".into(), self.np.to_string()),
+            ("HVD_LOCAL_RANK".into(), placement.local_rank.to_string()),
+            ("HVD_LOCAL_SIZE".into(), placement.local_size.to_string()),
+            ("HVD_CROSS_RANK".into(), placement.host.to_string()),
+            ("HVD_CROSS_SIZE".into(), launch.cross_size.to_string()),
+            ("HVD_HOSTNAME".into(), host.name.clone()),
+            (STORE_ADDR_VAR.into(), launch.store_addr.clone()),
+        ]);
+        if let Some(interface) = &self.interface {
+            env.push(("HVD_IFACE".into(), interface.clone()));
+        }
+        let mut command = if remote {
+            let mut travelling: Vec<(String, String)> =
+                std::env::vars().filter(|(k, _)| travels(k)).collect();
+            travelling.extend(env);
+            let mut command = self.ssh.command(
+                &host.name,
+                &travelling,
+                &launch.dir,
+                &self.program,
+                &self.args,
+                self.grace,
+            );
+            command.stdin(Stdio::piped());
+            command
+        } else {
+            let mut command = Command::new(&self.program);
+            command
+                .args(&self.args)
+                .envs(env)
+                .env("HVD_SECRET", launch.secret)
+                .env_remove("HVD_STORE_DIR");
+            command
+        };
         let tail: Tail = Arc::new(Mutex::new(VecDeque::new()));
         let stdout = match (&self.output, self.quiet) {
             (_, true) => None,
@@ -301,16 +304,7 @@ impl LocalJob {
             _ => Some(Destination::open(&self.output, rank, Stream::Stdout, None)?),
         };
         let stderr = Destination::open(&self.output, rank, Stream::Stderr, Some(tail.clone()))?;
-        let mut command = Command::new(&self.program);
         command
-            .args(&self.args)
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .env("HVD_RANK", rank.to_string())
-            .env("HVD_SIZE", self.np.to_string())
-            .env("HVD_LOCAL_RANK", rank.to_string())
-            .env("HVD_LOCAL_SIZE", self.np.to_string())
-            .env("HVD_STORE_DIR", store_dir)
-            .env("HVD_SECRET", secret)
             .stdout(match (&stdout, self.quiet) {
                 (_, true) => Stdio::null(),
                 (Some(_), false) => Stdio::piped(),
@@ -318,15 +312,20 @@ impl LocalJob {
             })
             .stderr(Stdio::piped())
             .process_group(0);
-        let mut child = command.spawn().map_err(|e| {
-            Error::io(
-                format!(
-                    "starting rank {rank}: cannot run `{}`",
-                    self.program.display()
-                ),
-                &e,
-            )
-        })?;
+        let what = if remote {
+            "ssh".into()
+        } else {
+            format!("`{}`", self.program.display())
+        };
+        let mut child = command
+            .spawn()
+            .map_err(|e| Error::io(format!("starting rank {rank}: cannot run {what}"), &e))?;
+        let mut remote_stdin = child.stdin.take();
+        if let Some(stdin) = &mut remote_stdin {
+            // The wrapper's first line: the secret, kept out of every command line.
+            // A failure here shows as the rank's own ("no job secret arrived").
+            let _ = writeln!(stdin, "{}", launch.secret);
+        }
         let mut readers = Vec::with_capacity(2);
         if let (Some(dest), Some(pipe)) = (stdout, child.stdout.take()) {
             readers.push(dest.pump(pipe));
@@ -336,6 +335,9 @@ impl LocalJob {
         }
         Ok(Rank {
             child,
+            host: launch.multi_host.then(|| host.name.clone()),
+            over_ssh: remote,
+            remote_stdin,
             status: None,
             readers,
             tail,
@@ -344,7 +346,7 @@ impl LocalJob {
 
     /// Waits for every rank; on the first failure, an interrupt or the start timeout,
     /// stops the rest.
-    fn supervise(&self, ranks: &mut [Rank], store: &FileStore) -> Result<JobOutcome> {
+    fn supervise(&self, ranks: &mut [Rank], store: &MemoryStore) -> Result<JobOutcome> {
         let started = Instant::now();
         let mut checkin = self.start_timeout.map(|t| CheckinWatch {
             timeout: t,
@@ -370,15 +372,18 @@ impl LocalJob {
                     .map_err(|e| Error::io(format!("waiting for rank {rank}"), &e))?;
                 if let Some(status) = status {
                     ranks[rank].status = Some(status);
-                    if !status.success() {
+                    if let Some((text, exit_code)) =
+                        ranks[rank].ended().filter(|_| !status.success())
+                    {
                         if let Some(watch) = &checkin {
                             watch.finish();
                         }
                         stop(ranks, self.grace);
                         return Ok(JobOutcome::Failed {
                             rank,
-                            status: describe(status),
-                            exit_code: exit_code(status),
+                            host: ranks[rank].host.clone(),
+                            status: text,
+                            exit_code,
                             stderr_tail: ranks[rank].tail(),
                         });
                     }
@@ -401,13 +406,16 @@ impl LocalJob {
                     watch.finish();
                     let timeout = watch.timeout;
                     // Which ranks had ended on their own, before stopping ends the rest.
-                    let exited: Vec<Option<String>> =
-                        ranks.iter().map(|r| r.status.map(describe)).collect();
+                    let exited: Vec<Option<String>> = ranks
+                        .iter()
+                        .map(|r| r.ended().map(|(text, _)| text))
+                        .collect();
                     stop(ranks, self.grace);
                     let missing = (0..ranks.len())
                         .filter(|&r| !matches!(store.try_get(&checkin_key(r)), Ok(Some(_))))
                         .map(|r| MissingRank {
                             rank: r,
+                            host: ranks[r].host.clone(),
                             exited: exited[r].clone(),
                             stderr_tail: ranks[r].tail(),
                         })
@@ -422,7 +430,7 @@ impl LocalJob {
     }
 }
 
-fn connected(store: &FileStore) -> usize {
+fn connected(store: &MemoryStore) -> usize {
     match store.try_get(CHECKIN_KEY) {
         Ok(Some(bytes)) => std::str::from_utf8(&bytes)
             .ok()
@@ -464,12 +472,26 @@ impl CheckinWatch {
 }
 
 /// Stops every rank still running: SIGTERM to its process group, SIGKILL after `grace`;
-/// waits for all of them and for their output to be copied.
+/// waits for all of them and for their output to be copied. A remote rank is stopped by
+/// closing its wrapper's standard input, which does the same there; its ssh gets a
+/// second more to bring back the rank's last output and status.
 fn stop(ranks: &mut [Rank], grace: Duration) {
-    for rank in ranks.iter().filter(|r| r.status.is_none()) {
-        interrupt::signal_group(rank.child.id(), libc::SIGTERM);
+    let mut remote = false;
+    for rank in ranks.iter_mut().filter(|r| r.status.is_none()) {
+        match rank.remote_stdin.take() {
+            Some(stdin) => {
+                drop(stdin);
+                remote = true;
+            }
+            None => interrupt::signal_group(rank.child.id(), libc::SIGTERM),
+        }
     }
-    let deadline = Instant::now() + grace;
+    let margin = if remote {
+        Duration::from_secs(1)
+    } else {
+        Duration::ZERO
+    };
+    let deadline = Instant::now() + grace + margin;
     loop {
         for rank in ranks.iter_mut().filter(|r| r.status.is_none()) {
             if let Ok(Some(status)) = rank.child.try_wait() {

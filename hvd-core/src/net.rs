@@ -1,21 +1,23 @@
-//! Which address a rank listens on and publishes, and what identifies its host.
+//! This host's network interfaces: which address to listen on and publish, and what
+//! identifies the host. Shared by the TCP transport (where ranks listen) and the launcher
+//! (where its rendezvous server listens).
 
 use std::ffi::CStr;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use hvd_core::{Error, Result};
+use crate::{Error, Result};
 
 /// One address of one network interface that is up.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Interface {
+pub struct Interface {
     pub name: String,
     pub ip: IpAddr,
 }
 
 /// Where to listen, and the addresses peers on other hosts should dial.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ListenPlan {
+pub struct ListenPlan {
     pub bind: IpAddr,
     pub publish: Vec<IpAddr>,
 }
@@ -39,8 +41,22 @@ fn is_routable(ip: &IpAddr) -> bool {
 
 /// Picks the listening address: the named interface when one is given, otherwise every
 /// routable address of a physical-looking interface (IPv4 first), listening on all.
-pub(crate) fn listen_plan(interfaces: &[Interface], explicit: Option<&str>) -> Result<ListenPlan> {
-    if let Some(name) = explicit {
+///
+/// `explicit` may list several names, `eth0,ib0`: the first this host has is used, so one
+/// setting serves hosts whose interfaces are named differently. `source` is where the
+/// names came from (`HVD_IFACE`), for the error when this host has none of them.
+pub fn listen_plan(
+    interfaces: &[Interface],
+    explicit: Option<&str>,
+    source: &str,
+) -> Result<ListenPlan> {
+    if let Some(names) = explicit {
+        let wanted: Vec<&str> = names.split(',').map(str::trim).collect();
+        let name = wanted
+            .iter()
+            .find(|w| interfaces.iter().any(|i| i.name == **w))
+            .copied()
+            .unwrap_or(names);
         let mut mine: Vec<IpAddr> = interfaces
             .iter()
             .filter(|i| i.name == name)
@@ -49,14 +65,14 @@ pub(crate) fn listen_plan(interfaces: &[Interface], explicit: Option<&str>) -> R
             .collect();
         mine.sort_by_key(|ip| ip.is_ipv6());
         let Some(bind) = mine.first().copied() else {
-            let mut names: Vec<&str> = interfaces.iter().map(|i| i.name.as_str()).collect();
-            names.dedup();
+            let mut available: Vec<&str> = interfaces.iter().map(|i| i.name.as_str()).collect();
+            available.dedup();
             return Err(Error::Config {
-                name: "HVD_IFACE".into(),
-                value: name.into(),
+                name: source.into(),
+                value: names.into(),
                 expected: format!(
                     "the name of an interface that is up and has an IP address on this host (here: {})",
-                    names.join(", ")
+                    available.join(", ")
                 ),
             });
         };
@@ -90,7 +106,7 @@ pub(crate) fn listen_plan(interfaces: &[Interface], explicit: Option<&str>) -> R
 /// What makes a host distinct: its name and the sorted set of its non-loopback addresses.
 /// Network namespaces on one machine share the name but not the addresses, so they count
 /// as different hosts, which is what they are to TCP.
-pub(crate) fn host_identity(hostname: &str, interfaces: &[Interface]) -> String {
+pub fn host_identity(hostname: &str, interfaces: &[Interface]) -> String {
     let mut addresses: Vec<IpAddr> = interfaces
         .iter()
         .map(|i| i.ip)
@@ -103,7 +119,7 @@ pub(crate) fn host_identity(hostname: &str, interfaces: &[Interface]) -> String 
 }
 
 /// This host's name, or "unknown" when the system will not say.
-pub(crate) fn hostname() -> String {
+pub fn hostname() -> String {
     let mut buf = [0u8; 256];
     // SAFETY: the buffer is valid for writes of its whole length, which is what we pass.
     let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
@@ -115,7 +131,7 @@ pub(crate) fn hostname() -> String {
 }
 
 /// Every IPv4 and IPv6 address of every interface that is up.
-pub(crate) fn interfaces() -> Result<Vec<Interface>> {
+pub fn interfaces() -> Result<Vec<Interface>> {
     let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs stores a list it allocated in `head`; we free it below.
     if unsafe { libc::getifaddrs(&mut head) } != 0 {
@@ -198,40 +214,50 @@ mod tests {
 
     #[test]
     fn automatic_choice_skips_bridges_loopback_and_link_local() {
-        let plan = listen_plan(&sample(), None).unwrap();
+        let plan = listen_plan(&sample(), None, "HVD_IFACE").unwrap();
         assert_eq!(plan.bind, IpAddr::V4(Ipv4Addr::UNSPECIFIED));
         assert_eq!(plan.publish, vec!["192.0.2.2".parse::<IpAddr>().unwrap()]);
     }
 
     #[test]
     fn an_ipv6_only_host_listens_on_ipv6() {
-        let plan =
-            listen_plan(&[iface("lo", "127.0.0.1"), iface("eth0", "fd00::2")], None).unwrap();
+        let plan = listen_plan(
+            &[iface("lo", "127.0.0.1"), iface("eth0", "fd00::2")],
+            None,
+            "HVD_IFACE",
+        )
+        .unwrap();
         assert_eq!(plan.bind, IpAddr::V6(Ipv6Addr::UNSPECIFIED));
         assert_eq!(plan.publish, vec!["fd00::2".parse::<IpAddr>().unwrap()]);
     }
 
     #[test]
     fn a_loopback_only_host_publishes_nothing_routable() {
-        let plan = listen_plan(&[iface("lo", "127.0.0.1")], None).unwrap();
+        let plan = listen_plan(&[iface("lo", "127.0.0.1")], None, "HVD_IFACE").unwrap();
         assert!(plan.publish.is_empty());
     }
 
     #[test]
     fn an_explicit_interface_binds_its_address_even_loopback() {
-        let plan = listen_plan(&sample(), Some("lo")).unwrap();
+        let plan = listen_plan(&sample(), Some("lo"), "HVD_IFACE").unwrap();
         assert_eq!(plan.bind, "127.0.0.1".parse::<IpAddr>().unwrap());
-        let plan = listen_plan(&sample(), Some("docker0")).unwrap();
+        let plan = listen_plan(&sample(), Some("docker0"), "HVD_IFACE").unwrap();
         assert_eq!(plan.publish, vec!["172.17.0.1".parse::<IpAddr>().unwrap()]);
     }
 
     #[test]
     fn an_unknown_interface_names_the_variable_and_the_choices() {
-        let err = listen_plan(&sample(), Some("eth9")).unwrap_err();
+        let err = listen_plan(&sample(), Some("eth9,ib0"), "--network-interface").unwrap_err();
         assert_eq!(
             err.to_string(),
-            "invalid value \"eth9\" for HVD_IFACE: expected the name of an interface that is up and has an IP address on this host (here: lo, docker0, br-5f2a, veth12ab, virbr0, eth0)"
+            "invalid value \"eth9,ib0\" for --network-interface: expected the name of an interface that is up and has an IP address on this host (here: lo, docker0, br-5f2a, veth12ab, virbr0, eth0)"
         );
+    }
+
+    #[test]
+    fn the_first_listed_interface_this_host_has_is_used() {
+        let plan = listen_plan(&sample(), Some("ib0, eth0,docker0"), "HVD_IFACE").unwrap();
+        assert_eq!(plan.bind, "192.0.2.2".parse::<IpAddr>().unwrap());
     }
 
     #[test]

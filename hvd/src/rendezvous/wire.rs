@@ -1,0 +1,394 @@
+//! The rendezvous protocol's messages and their authentication.
+//!
+//! On connect the server sends `HVDSTOR1` and a fresh 16-byte nonce. Every message after
+//! that is a frame `[u32 body length][body][32-byte tag]`, where the tag is
+//! HMAC-SHA256 under the job secret of a direction byte, the connection's nonce and the
+//! body. A request body starts with a sequence number that must count up from 0, so a
+//! recorded request cannot be replayed on this or any other connection.
+
+use std::io::{Read, Write};
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+/// The greeting's first bytes: who is speaking, and which version of the protocol.
+pub const MAGIC: &[u8; 8] = b"HVDSTOR1";
+pub const NONCE_BYTES: usize = 16;
+const TAG_BYTES: usize = 32;
+/// Values are addresses and small tables; anything near this is garbage on the socket.
+pub const MAX_BODY: usize = 16 << 20;
+
+/// Which way a frame goes: each direction signs differently, so a server reply cannot be
+/// passed off as a request.
+#[derive(Debug, Clone, Copy)]
+pub enum Direction {
+    Request,
+    Response,
+}
+
+impl Direction {
+    fn byte(self) -> u8 {
+        match self {
+            Direction::Request => b'Q',
+            Direction::Response => b'R',
+        }
+    }
+}
+
+fn mac(secret: &[u8], direction: Direction, nonce: &[u8], body: &[u8]) -> Hmac<Sha256> {
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret)
+        .expect("HMAC-SHA256 accepts a key of any length");
+    mac.update(&[direction.byte()]);
+    mac.update(nonce);
+    mac.update(body);
+    mac
+}
+
+/// Writes one signed frame.
+pub fn write_frame(
+    stream: &mut impl Write,
+    secret: &[u8],
+    direction: Direction,
+    nonce: &[u8],
+    body: &[u8],
+) -> std::io::Result<()> {
+    let mut frame = Vec::with_capacity(4 + body.len() + TAG_BYTES);
+    frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    frame.extend_from_slice(body);
+    frame.extend_from_slice(&mac(secret, direction, nonce, body).finalize().into_bytes());
+    stream.write_all(&frame)
+}
+
+/// What reading a frame can find besides a good one.
+#[derive(Debug)]
+pub enum FrameError {
+    Io(std::io::Error),
+    /// A length beyond [`MAX_BODY`]: not our protocol.
+    TooLong(usize),
+    /// The tag does not match: the sender does not hold the job secret.
+    BadTag,
+    /// The server refused the connection, for the reason given.
+    Refused(String),
+}
+
+impl std::fmt::Display for FrameError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FrameError::Io(e) => write!(f, "{e}"),
+            FrameError::TooLong(n) => write!(
+                f,
+                "a frame of {n} bytes (at most {MAX_BODY} expected): not the hvd rendezvous protocol"
+            ),
+            FrameError::BadTag => {
+                write!(
+                    f,
+                    "authentication failed: the sender does not hold the job secret"
+                )
+            }
+            FrameError::Refused(reason) => write!(f, "refused: {reason}"),
+        }
+    }
+}
+
+/// Reads one frame and checks its tag; returns the body.
+pub fn read_frame(
+    stream: &mut impl Read,
+    secret: &[u8],
+    direction: Direction,
+    nonce: &[u8],
+) -> Result<Vec<u8>, FrameError> {
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len).map_err(FrameError::Io)?;
+    let len = u32::from_be_bytes(len);
+    if len == REFUSAL {
+        return Err(FrameError::Refused(read_refusal(stream)));
+    }
+    let len = len as usize;
+    if len > MAX_BODY {
+        return Err(FrameError::TooLong(len));
+    }
+    let mut body = vec![0u8; len];
+    stream.read_exact(&mut body).map_err(FrameError::Io)?;
+    let mut received = [0u8; TAG_BYTES];
+    stream.read_exact(&mut received).map_err(FrameError::Io)?;
+    // Constant-time comparison, so the tag cannot be guessed byte by byte.
+    mac(secret, direction, nonce, &body)
+        .verify_slice(&received)
+        .map_err(|_| FrameError::BadTag)?;
+    Ok(body)
+}
+
+/// The length that marks a refusal instead of a frame. A refusal is not signed: the
+/// client it is meant for may not hold the secret, and forging one gains nothing that
+/// closing the connection would not.
+const REFUSAL: u32 = u32::MAX;
+/// Refusal reasons are one line of text.
+const MAX_REFUSAL: usize = 1024;
+
+/// Tells the other side why it is being disconnected.
+pub fn write_refusal(stream: &mut impl Write, reason: &str) -> std::io::Result<()> {
+    let reason = &reason.as_bytes()[..reason.len().min(MAX_REFUSAL)];
+    let mut frame = REFUSAL.to_be_bytes().to_vec();
+    frame.extend_from_slice(&(reason.len() as u32).to_be_bytes());
+    frame.extend_from_slice(reason);
+    stream.write_all(&frame)
+}
+
+fn read_refusal(stream: &mut impl Read) -> String {
+    let mut len = [0u8; 4];
+    if stream.read_exact(&mut len).is_err() {
+        return "no reason given".into();
+    }
+    let len = (u32::from_be_bytes(len) as usize).min(MAX_REFUSAL);
+    let mut reason = vec![0u8; len];
+    match stream.read_exact(&mut reason) {
+        Ok(()) => String::from_utf8_lossy(&reason).into_owned(),
+        Err(_) => "no reason given".into(),
+    }
+}
+
+/// One store operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    Set {
+        key: String,
+        value: Vec<u8>,
+    },
+    /// Wait up to `timeout_ms` (u64::MAX: forever).
+    Get {
+        key: String,
+        timeout_ms: u64,
+    },
+    TryGet {
+        key: String,
+    },
+    Add {
+        key: String,
+        delta: i64,
+    },
+    Delete {
+        key: String,
+    },
+}
+
+/// The server's answer to one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Response {
+    Done,
+    Value(Vec<u8>),
+    Missing,
+    Counter(i64),
+    Removed(bool),
+    /// The store's own error, as text.
+    Failed(String),
+}
+
+/// Appends fields to a body.
+#[derive(Default)]
+struct Writer(Vec<u8>);
+
+impl Writer {
+    fn u8(mut self, v: u8) -> Self {
+        self.0.push(v);
+        self
+    }
+    fn u64(mut self, v: u64) -> Self {
+        self.0.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+    fn bytes(mut self, v: &[u8]) -> Self {
+        self.0.extend_from_slice(&(v.len() as u32).to_be_bytes());
+        self.0.extend_from_slice(v);
+        self
+    }
+}
+
+/// Takes fields off a body; `None` when it is too short or malformed.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Some(head)
+    }
+    fn u8(&mut self) -> Option<u8> {
+        self.take(1).map(|b| b[0])
+    }
+    fn u64(&mut self) -> Option<u64> {
+        self.take(8)
+            .map(|b| u64::from_be_bytes(b.try_into().expect("8 bytes")))
+    }
+    fn bytes(&mut self) -> Option<Vec<u8>> {
+        let len = u32::from_be_bytes(self.take(4)?.try_into().expect("4 bytes")) as usize;
+        self.take(len).map(<[u8]>::to_vec)
+    }
+    fn text(&mut self) -> Option<String> {
+        String::from_utf8(self.bytes()?).ok()
+    }
+    fn end(self) -> Option<()> {
+        self.0.is_empty().then_some(())
+    }
+}
+
+impl Request {
+    pub fn encode(&self, seq: u64) -> Vec<u8> {
+        let w = Writer::default().u64(seq);
+        let w = match self {
+            Request::Set { key, value } => w.u8(0).bytes(key.as_bytes()).bytes(value),
+            Request::Get { key, timeout_ms } => w.u8(1).bytes(key.as_bytes()).u64(*timeout_ms),
+            Request::TryGet { key } => w.u8(2).bytes(key.as_bytes()),
+            Request::Add { key, delta } => w.u8(3).bytes(key.as_bytes()).u64(*delta as u64),
+            Request::Delete { key } => w.u8(4).bytes(key.as_bytes()),
+        };
+        w.0
+    }
+
+    /// The sequence number and the request; `None` for a malformed body.
+    pub fn decode(body: &[u8]) -> Option<(u64, Request)> {
+        let mut r = Reader(body);
+        let seq = r.u64()?;
+        let request = match r.u8()? {
+            0 => Request::Set {
+                key: r.text()?,
+                value: r.bytes()?,
+            },
+            1 => Request::Get {
+                key: r.text()?,
+                timeout_ms: r.u64()?,
+            },
+            2 => Request::TryGet { key: r.text()? },
+            3 => Request::Add {
+                key: r.text()?,
+                delta: r.u64()? as i64,
+            },
+            4 => Request::Delete { key: r.text()? },
+            _ => return None,
+        };
+        r.end()?;
+        Some((seq, request))
+    }
+}
+
+impl Response {
+    pub fn encode(&self, seq: u64) -> Vec<u8> {
+        let w = Writer::default().u64(seq);
+        let w = match self {
+            Response::Done => w.u8(0),
+            Response::Value(v) => w.u8(1).bytes(v),
+            Response::Missing => w.u8(2),
+            Response::Counter(c) => w.u8(3).u64(*c as u64),
+            Response::Removed(b) => w.u8(4).u8(u8::from(*b)),
+            Response::Failed(text) => w.u8(5).bytes(text.as_bytes()),
+        };
+        w.0
+    }
+
+    pub fn decode(body: &[u8]) -> Option<(u64, Response)> {
+        let mut r = Reader(body);
+        let seq = r.u64()?;
+        let response = match r.u8()? {
+            0 => Response::Done,
+            1 => Response::Value(r.bytes()?),
+            2 => Response::Missing,
+            3 => Response::Counter(r.u64()? as i64),
+            4 => Response::Removed(r.u8()? != 0),
+            5 => Response::Failed(r.text()?),
+            _ => return None,
+        };
+        r.end()?;
+        Some((seq, response))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_and_responses_survive_encoding() {
+        let requests = [
+            Request::Set {
+                key: "k".into(),
+                value: vec![1, 2, 3],
+            },
+            Request::Get {
+                key: "g".into(),
+                timeout_ms: u64::MAX,
+            },
+            Request::TryGet { key: "t".into() },
+            Request::Add {
+                key: "a".into(),
+                delta: -5,
+            },
+            Request::Delete { key: "d".into() },
+        ];
+        for (seq, request) in requests.into_iter().enumerate() {
+            let body = request.encode(seq as u64);
+            assert_eq!(Request::decode(&body), Some((seq as u64, request)));
+        }
+        let responses = [
+            Response::Done,
+            Response::Value(vec![9]),
+            Response::Missing,
+            Response::Counter(-7),
+            Response::Removed(true),
+            Response::Failed("no".into()),
+        ];
+        for response in responses {
+            assert_eq!(Response::decode(&response.encode(3)), Some((3, response)));
+        }
+    }
+
+    #[test]
+    fn truncated_or_padded_bodies_are_rejected() {
+        let body = Request::TryGet { key: "key".into() }.encode(0);
+        for cut in 0..body.len() {
+            assert_eq!(Request::decode(&body[..cut]), None);
+        }
+        let mut padded = body.clone();
+        padded.push(0);
+        assert_eq!(Request::decode(&padded), None);
+    }
+
+    #[test]
+    fn a_frame_signed_with_another_secret_or_direction_is_refused() {
+        let nonce = [7u8; NONCE_BYTES];
+        let mut frame = Vec::new();
+        write_frame(&mut frame, b"right", Direction::Request, &nonce, b"body").unwrap();
+        let read =
+            |secret: &[u8], direction| read_frame(&mut frame.as_slice(), secret, direction, &nonce);
+        assert_eq!(read(b"right", Direction::Request).unwrap(), b"body");
+        assert!(matches!(
+            read(b"wrong", Direction::Request),
+            Err(FrameError::BadTag)
+        ));
+        assert!(matches!(
+            read(b"right", Direction::Response),
+            Err(FrameError::BadTag)
+        ));
+        let other_nonce = [8u8; NONCE_BYTES];
+        assert!(matches!(
+            read_frame(
+                &mut frame.as_slice(),
+                b"right",
+                Direction::Request,
+                &other_nonce
+            ),
+            Err(FrameError::BadTag)
+        ));
+    }
+
+    #[test]
+    fn an_oversized_length_is_named_before_anything_is_allocated() {
+        let bytes = (MAX_BODY as u32 + 1).to_be_bytes();
+        let err = read_frame(&mut bytes.as_slice(), b"", Direction::Request, &[]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "a frame of 16777217 bytes (at most 16777216 expected): not the hvd rendezvous protocol"
+        );
+    }
+}

@@ -1,0 +1,359 @@
+//! hvdrun across "hosts": ranks on this machine and ranks started over ssh (a private
+//! sshd on 127.0.0.2, which hvdrun treats as another host, or in a network namespace,
+//! which is another host to TCP too), with the real rendezvous, transport and
+//! supervision.
+
+#[path = "common/netns.rs"]
+mod netns;
+#[path = "common/sshd.rs"]
+mod sshd;
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use netns::NetnsHost;
+use sshd::{REMOTE, Sshd};
+
+const HVDRUN: &str = env!("CARGO_BIN_EXE_hvdrun");
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn hvdrun(sshd: &Sshd, args: &[&str]) -> Command {
+    hvdrun_on(sshd, sshd.port, args)
+}
+
+/// hvdrun with `sshd`'s key but ssh to `port`.
+fn hvdrun_on(sshd: &Sshd, port: u16, args: &[&str]) -> Command {
+    let mut command = Command::new(HVDRUN);
+    command
+        .args(sshd.hvdrun_args_on(port))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env("HVD_TCP_TIMEOUT", "20");
+    command
+}
+
+fn run(command: &mut Command) -> Output {
+    command.output().unwrap()
+}
+
+/// A port on the remote address where nothing listens.
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind((REMOTE, 0)).unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// This test binary's `rank_body`, as the command of every rank.
+fn rank_command() -> Vec<String> {
+    [
+        std::env::current_exe().unwrap().display().to_string(),
+        "rank_body".into(),
+        "--exact".into(),
+        "--ignored".into(),
+        "--nocapture".into(),
+        "--test-threads=1".into(),
+    ]
+    .to_vec()
+}
+
+#[test]
+#[ignore = "one rank of a job launched by the other tests of this file"]
+fn rank_body() {
+    let hvd = hvd::init().unwrap();
+    let sum = hvd
+        .allreduce("ranks", vec![hvd.rank() as i32], hvd::ReduceOp::Sum)
+        .unwrap();
+    let var = |name: &str| std::env::var(name).unwrap_or_else(|_| "-".into());
+    // After libtest's "test rank_body ... ", on a line of its own.
+    println!();
+    println!(
+        "RANK {} of {} on {} local {}/{} cross {}/{} sum {} mark {}",
+        hvd.rank(),
+        hvd.size(),
+        var("HVD_HOSTNAME"),
+        var("HVD_LOCAL_RANK"),
+        var("HVD_LOCAL_SIZE"),
+        var("HVD_CROSS_RANK"),
+        var("HVD_CROSS_SIZE"),
+        sum[0],
+        var("HVD_TEST_MARK"),
+    );
+}
+
+fn rank_lines(out: &Output) -> Vec<String> {
+    let mut lines: Vec<String> = text(&out.stdout)
+        .lines()
+        .filter(|l| l.contains("RANK "))
+        .map(String::from)
+        .collect();
+    lines.sort();
+    lines
+}
+
+#[test]
+fn a_job_spans_this_host_and_another_over_ssh() {
+    let Some(sshd) = Sshd::start() else { return };
+    let hosts = format!("localhost:1,{REMOTE}:2");
+    let mut args = vec![
+        "-np",
+        "3",
+        "-H",
+        &hosts,
+        "-x",
+        "HVD_TEST_MARK=travelled",
+        "--",
+    ];
+    let command = rank_command();
+    args.extend(command.iter().map(String::as_str));
+    let out = run(&mut hvdrun(&sshd, &args));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        rank_lines(&out),
+        [
+            "[0]<stdout>: RANK 0 of 3 on localhost local 0/1 cross 0/2 sum 3 mark travelled",
+            "[1]<stdout>: RANK 1 of 3 on 127.0.0.2 local 0/2 cross 1/2 sum 3 mark travelled",
+            "[2]<stdout>: RANK 2 of 3 on 127.0.0.2 local 1/2 cross 1/2 sum 3 mark travelled",
+        ]
+    );
+}
+
+#[test]
+fn a_job_across_network_namespaces_runs_on_the_named_interfaces() {
+    let Some(host) = NetnsHost::start(1) else {
+        return;
+    };
+    let sshd = host.sshd.as_ref().expect("sshd in the namespace");
+    let hosts = format!("localhost:1,{}:2", host.there);
+    // Each host has one of the two names: the list is how one flag serves both.
+    let interfaces = format!("{},{}", host.here_iface, host.there_iface);
+    let mut args = vec!["-np", "3", "-H", &hosts, "--network-interface", &interfaces];
+    args.extend(["-x", "HVD_TEST_MARK=crossed", "--"]);
+    let command = rank_command();
+    args.extend(command.iter().map(String::as_str));
+    let out = run(&mut hvdrun(sshd, &args));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        rank_lines(&out),
+        [
+            "[0]<stdout>: RANK 0 of 3 on localhost local 0/1 cross 0/2 sum 3 mark crossed",
+            "[1]<stdout>: RANK 1 of 3 on 10.231.1.2 local 0/2 cross 1/2 sum 3 mark crossed",
+            "[2]<stdout>: RANK 2 of 3 on 10.231.1.2 local 1/2 cross 1/2 sum 3 mark crossed",
+        ]
+    );
+    let hosts = format!("localhost:1,{}:1", host.there);
+    let check = ["--check", "-H", &hosts, "--network-interface", &interfaces];
+    let out = run(&mut hvdrun(sshd, &check));
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    for line in [
+        format!(
+            "  net  localhost            interface {} (10.231.1.1)",
+            host.here_iface
+        ),
+        format!(
+            "  net  10.231.1.2           interface {} (10.231.1.2)",
+            host.there_iface
+        ),
+    ] {
+        assert!(stdout.lines().any(|l| l == line), "{line} in\n{stdout}");
+    }
+    assert_eq!(stdout.matches(": ok\n").count(), 2, "{stdout}");
+}
+
+#[test]
+fn a_remote_failure_is_summarised_with_its_host_and_code() {
+    let Some(sshd) = Sshd::start() else { return };
+    let hosts = format!("localhost:1,{REMOTE}:1");
+    let out = run(&mut hvdrun(
+        &sshd,
+        &[
+            "-np",
+            "2",
+            "-H",
+            &hosts,
+            "sh",
+            "-c",
+            "if [ $HVD_RANK = 1 ]; then echo broken on purpose >&2; exit 3; fi; sleep 30.0202",
+        ],
+    ));
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).ends_with(
+            "hvdrun: rank 1 on 127.0.0.2 failed first (exit code 3); the other ranks were stopped. \
+             Last lines of its stderr:\n    broken on purpose\n"
+        ),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn an_unreachable_host_and_a_missing_command_are_named() {
+    let Some(sshd) = Sshd::start() else { return };
+    let hosts = format!("{REMOTE}:1");
+    // Nothing listens on the port hvdrun is told to use.
+    let closed = closed_port();
+    let out = run(&mut hvdrun_on(
+        &sshd,
+        closed,
+        &["-np", "1", "-H", &hosts, "true"],
+    ));
+    assert_eq!(out.status.code(), Some(255));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(
+            "hvdrun: rank 0 failed first (exit code 255: ssh failed (host unreachable, login refused, or the rank exited 255)); the other ranks were stopped. Last lines of its stderr:\n    ssh: connect to host 127.0.0.2 port "
+        ) && stderr.contains("Connection refused"),
+        "{stderr}"
+    );
+    let out = run(&mut hvdrun(
+        &sshd,
+        &["-np", "1", "-H", &hosts, "/nonexistent/train"],
+    ));
+    assert_eq!(out.status.code(), Some(127));
+    assert!(
+        text(&out.stderr)
+            .contains("hvdrun: rank 0 failed first (exit code 127: command not found)"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// Whether a process with this id is alive.
+fn alive(pid: i32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Waits up to `limit` for the process to be gone.
+fn gone_within(pid: i32, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while alive(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    !alive(pid)
+}
+
+/// Starts a job whose remote rank writes its pid and sleeps; returns hvdrun and the pid.
+fn job_with_a_sleeping_remote_rank(
+    sshd: &Sshd,
+    dir: &std::path::Path,
+    local: &str,
+) -> (std::process::Child, i32) {
+    let hosts = format!("localhost:1,{REMOTE}:1");
+    let pid_file = dir.join("remote.pid");
+    let script = format!(
+        "if [ $HVD_RANK = 1 ]; then echo $$ > {}; exec sleep 300; fi; {local}",
+        pid_file.display()
+    );
+    let child = hvdrun(
+        sshd,
+        &[
+            "-np", "2", "--grace", "1", "-H", &hosts, "sh", "-c", &script,
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let pid = loop {
+        if let Some(pid) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "the remote rank never started");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (child, pid)
+}
+
+/// Runs a job whose remote rank sleeps while the local one runs `local`; `act` does
+/// something to hvdrun. Checks hvdrun's exit code and that the remote rank is gone.
+fn remote_rank_is_gone_after(local: &str, act: impl FnOnce(&std::process::Child), code: i32) {
+    let Some(sshd) = Sshd::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let local = local.replace(
+        "PIDFILE",
+        &dir.path().join("remote.pid").display().to_string(),
+    );
+    let (child, pid) = job_with_a_sleeping_remote_rank(&sshd, dir.path(), &local);
+    act(&child);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(code), "{}", text(&out.stderr));
+    assert!(
+        gone_within(pid, Duration::from_secs(5)),
+        "the remote rank outlived the job"
+    );
+}
+
+#[test]
+fn no_remote_rank_outlives_a_failed_job() {
+    let wait_then_fail = "while [ ! -s PIDFILE ]; do sleep 0.05; done; exit 4";
+    remote_rank_is_gone_after(wait_then_fail, |_| {}, 4);
+}
+
+#[test]
+fn ctrl_c_stops_remote_ranks_too() {
+    let interrupt = |child: &std::process::Child| {
+        // SAFETY: kill with a valid signal on a child process id has no memory effects.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    };
+    remote_rank_is_gone_after("exec sleep 300", interrupt, 130);
+}
+
+#[test]
+fn check_reports_ssh_interfaces_and_tcp_between_hosts() {
+    let Some(sshd) = Sshd::start() else { return };
+    let hosts = format!("localhost:1,{REMOTE}:1");
+    let out = run(&mut hvdrun(&sshd, &["--check", "-H", &hosts]));
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines[0], "hvdrun: checking 2 host(s)");
+    assert_eq!(
+        lines[1],
+        "  ssh  localhost            this machine, started directly"
+    );
+    assert!(
+        lines[2].starts_with("  ssh  127.0.0.2            ok ("),
+        "{stdout}"
+    );
+    assert_eq!(
+        lines.iter().filter(|l| l.starts_with("  net  ")).count(),
+        2,
+        "{stdout}"
+    );
+    let tcp: Vec<&&str> = lines.iter().filter(|l| l.starts_with("  tcp  ")).collect();
+    assert!(
+        !tcp.is_empty() && tcp.iter().all(|l| l.ends_with(": ok")),
+        "{stdout}"
+    );
+    assert_eq!(
+        lines.last(),
+        Some(&"hvdrun: ok: every host can reach every other")
+    );
+}
+
+#[test]
+fn check_names_a_host_it_cannot_log_in_to() {
+    let Some(sshd) = Sshd::start() else { return };
+    let closed = closed_port();
+    let hosts = format!("localhost:1,{REMOTE}:1");
+    let out = run(&mut hvdrun_on(&sshd, closed, &["--check", "-H", &hosts]));
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains(&format!(
+            "  ssh  127.0.0.2            FAILED: ssh: connect to host 127.0.0.2 port {closed}: Connection refused"
+        )),
+        "{stdout}"
+    );
+    assert_eq!(
+        text(&out.stderr),
+        "hvdrun: cannot log in to 127.0.0.2 over ssh without a password; fix that first (ssh-copy-id, -p PORT, -i KEY)\n"
+    );
+}
