@@ -13,7 +13,10 @@ use hvd_mpi::{MpiCollective, MpiConfig};
 fn a_call_no_other_rank_makes_ends_the_job_naming_it() {
     if mpirun::rank_body() {
         // Rank 0 allreduces while rank 1 waits in a barrier: neither call can complete.
-        let timeout = if std::env::var("OMPI_COMM_WORLD_RANK").as_deref() == Ok("0") {
+        // The rank (from Open MPI's or MPICH's variables) picks the timeout, which is set
+        // before the group exists.
+        let rank = std::env::var("OMPI_COMM_WORLD_RANK").or_else(|_| std::env::var("PMI_RANK"));
+        let timeout = if rank.as_deref() == Ok("0") {
             Duration::from_secs(2)
         } else {
             Duration::from_secs(60)
