@@ -26,7 +26,8 @@
 //! - the whole contract of [`hvd_core`] (re-exported as [`core`]): [`Collective`], dtypes,
 //!   tensor views, reduction semantics, rendezvous stores;
 //! - [`World`]: rank, size and rendezvous from hvdrun, mpirun, Slurm or torchrun;
-//! - [`transport`]: the transport chosen by Cargo features (`gloo-tcp`, on by default);
+//! - [`transport`]: the transport chosen by Cargo features (`gloo-tcp`, on by default;
+//!   `mpi`, picked automatically under mpirun);
 //! - [`rendezvous`]: the HMAC-authenticated TCP store ranks find each other through;
 //! - [`launch::Job`]: N ranks of a command on this host or over ssh on others,
 //!   supervised, and the `hvdrun` launcher built on it;

@@ -1,4 +1,9 @@
 //! Choosing and connecting a transport: the one place that knows every backend.
+//!
+//! Which transport a job uses, in order: the builder's
+//! [`Builder::backend`](crate::Builder::backend); else `HVD_BACKEND` (alias
+//! `HOROVOD_CPU_OPERATIONS`); else MPI when the `mpi` feature is compiled in and mpirun
+//! started the process; else the first compiled in (TCP by default).
 
 use std::fmt;
 use std::str::FromStr;
@@ -13,6 +18,8 @@ use crate::World;
 pub enum Backend {
     /// Pure-Rust TCP (feature `gloo-tcp`, on by default).
     Tcp,
+    /// The system's MPI (feature `mpi`), for jobs started by mpirun.
+    Mpi,
 }
 
 impl Backend {
@@ -22,12 +29,16 @@ impl Backend {
         if cfg!(feature = "gloo-tcp") {
             backends.push(Backend::Tcp);
         }
+        if cfg!(feature = "mpi") {
+            backends.push(Backend::Mpi);
+        }
         backends
     }
 
     pub fn name(self) -> &'static str {
         match self {
             Backend::Tcp => "tcp",
+            Backend::Mpi => "mpi",
         }
     }
 
@@ -36,6 +47,13 @@ impl Backend {
     pub fn library(self) -> Result<String> {
         match self {
             Backend::Tcp => Ok("pure Rust sockets (no system library)".into()),
+            #[cfg(feature = "mpi")]
+            Backend::Mpi => hvd_mpi::library_version(),
+            #[allow(unreachable_patterns)]
+            other => Err(Error::Unsupported {
+                backend: other.name(),
+                what: "this build (its Cargo feature is off)".into(),
+            }),
         }
     }
 }
@@ -46,56 +64,67 @@ impl fmt::Display for Backend {
     }
 }
 
+fn compiled_names() -> String {
+    Backend::compiled()
+        .iter()
+        .map(|b| b.name())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 impl FromStr for Backend {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<Self> {
-        let compiled = Backend::compiled();
-        compiled
-            .iter()
-            .copied()
+        Backend::compiled()
+            .into_iter()
             .find(|b| b.name() == s.to_ascii_lowercase() || (s == "gloo" && *b == Backend::Tcp))
             .ok_or_else(|| Error::Config {
                 name: "backend".into(),
                 value: s.into(),
                 expected: format!(
                     "one of the backends compiled into this build: {}",
-                    compiled
-                        .iter()
-                        .map(|b| b.name())
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    compiled_names()
                 ),
             })
     }
 }
 
 impl Backend {
-    /// The backend named by `HVD_BACKEND` (alias `HOROVOD_CPU_OPERATIONS`), else the first
-    /// compiled in.
+    /// The backend named by `HVD_BACKEND` (alias `HOROVOD_CPU_OPERATIONS`); else MPI when
+    /// it is compiled in and an MPI launcher started this process; else the first compiled
+    /// in.
     pub fn from_env() -> Result<Backend> {
-        match crate::env::first_set(&["HVD_BACKEND", "HOROVOD_CPU_OPERATIONS"]) {
-            Some((name, value)) => value.parse().map_err(|_| Error::Config {
+        if let Some((name, value)) =
+            crate::env::first_set(&["HVD_BACKEND", "HOROVOD_CPU_OPERATIONS"])
+        {
+            return value.parse().map_err(|_| Error::Config {
                 name,
                 value,
                 expected: format!(
                     "one of the backends compiled into this build: {}",
-                    Backend::compiled()
-                        .iter()
-                        .map(|b| b.name())
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    compiled_names()
                 ),
-            }),
-            None => Backend::compiled()
-                .first()
-                .copied()
-                .ok_or_else(|| Error::Config {
-                    name: "Cargo features".into(),
-                    value: "no transport".into(),
-                    expected: "at least one transport feature (gloo-tcp is the default)".into(),
-                }),
+            });
         }
+        let compiled = Backend::compiled();
+        if compiled.contains(&Backend::Mpi) && World::from_env_without_store()?.launched_by_mpi() {
+            return Ok(Backend::Mpi);
+        }
+        compiled.first().copied().ok_or_else(|| Error::Config {
+            name: "Cargo features".into(),
+            value: "no transport".into(),
+            expected: "at least one transport feature (gloo-tcp is the default)".into(),
+        })
+    }
+}
+
+/// This process's place in the job, as `backend` needs it: MPI finds its peers through
+/// the launcher itself, so it needs no rendezvous store (`HVD_STORE_DIR`).
+pub fn world(backend: Backend) -> Result<World> {
+    match backend {
+        Backend::Mpi => World::from_env_without_store(),
+        _ => World::from_env(),
     }
 }
 
@@ -112,6 +141,21 @@ pub fn connect(backend: Backend, world: &World) -> Result<Box<dyn Collective>> {
                 config,
             )?;
             Ok(Box::new(tcp))
+        }
+        #[cfg(feature = "mpi")]
+        Backend::Mpi => {
+            let mpi = hvd_mpi::MpiCollective::world(hvd_mpi::MpiConfig::from_env()?)?;
+            let (rank, size) = (mpi.topology().rank(), mpi.topology().size());
+            if (rank, size) != (world.rank, world.size) {
+                return Err(Error::Config {
+                    name: format!("the job's rank and size (from {})", world.launcher),
+                    value: format!("rank {} of {}", world.rank, world.size),
+                    expected: format!(
+                        "MPI's own, rank {rank} of {size}: start MPI jobs with mpirun (or srun), or choose another transport with HVD_BACKEND"
+                    ),
+                });
+            }
+            Ok(Box::new(mpi))
         }
         #[allow(unreachable_patterns)]
         other => Err(Error::Unsupported {

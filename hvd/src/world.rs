@@ -8,7 +8,8 @@
 //! job of one rank.
 //!
 //! Ranks rendezvous through a store: hvdrun's server, rank 0's under torchrun-style
-//! variables, or a directory; [`crate::rendezvous::store_from_env`] says which.
+//! variables, or a directory; [`crate::rendezvous::store_from_env`] says which. The MPI
+//! transport needs none (see [`World::from_env_without_store`]).
 
 use std::sync::Arc;
 
@@ -123,6 +124,23 @@ impl World {
             launcher,
             store,
         })
+    }
+
+    /// The launcher's rank and size, with an in-process store: for transports that connect
+    /// through the launcher's own machinery (MPI) and need no rendezvous.
+    pub fn from_env_without_store() -> Result<World> {
+        let (launcher, rank, size) = detect()?.unwrap_or(("none", 0, 1));
+        Ok(World {
+            rank,
+            size,
+            launcher,
+            store: Arc::new(MemoryStore::new()),
+        })
+    }
+
+    /// True when an MPI launcher (Open MPI's or MPICH's mpirun) started this process.
+    pub fn launched_by_mpi(&self) -> bool {
+        matches!(self.launcher, "Open MPI" | "MPICH")
     }
 
     /// Tells the launcher this rank is connected: adds 1 to the store counter

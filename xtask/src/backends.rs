@@ -35,8 +35,10 @@ pub fn all() -> Vec<Backend> {
             name: "mpi",
             crate_dir: "hvd-mpi",
             feature: Some("mpi"),
-            probe: || command_works("mpirun", &["--version"]),
-            install: "apt-get install libopenmpi-dev openmpi-bin",
+            probe: || {
+                command_works("mpirun", &["--version"]).and(command_works("mpicc", &["--version"]))
+            },
+            install: "apt-get install openmpi-bin libopenmpi-dev libclang-dev clang pkg-config",
         },
         Backend {
             name: "nccl",

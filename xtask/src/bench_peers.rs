@@ -14,13 +14,13 @@ use std::process::Command;
 use crate::workspace_root;
 
 /// Median time in microseconds per message size, for one implementation.
-type Series = BTreeMap<usize, Vec<f64>>;
+pub(crate) type Series = BTreeMap<usize, Vec<f64>>;
 
-struct Options {
-    nps: Vec<usize>,
-    sizes: Vec<usize>,
-    repeats: usize,
-    peers: PathBuf,
+pub(crate) struct Options {
+    pub nps: Vec<usize>,
+    pub sizes: Vec<usize>,
+    pub repeats: usize,
+    pub peers: PathBuf,
 }
 
 fn parse_size(text: &str) -> Result<usize, String> {
@@ -39,7 +39,7 @@ fn parse_size(text: &str) -> Result<usize, String> {
     Ok(n * unit)
 }
 
-fn options(args: &[String]) -> Result<Options, String> {
+pub(crate) fn options(args: &[String]) -> Result<Options, String> {
     let mut o = Options {
         nps: vec![2, 4],
         sizes: [4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20, 256 << 20].to_vec(),
@@ -74,7 +74,7 @@ fn options(args: &[String]) -> Result<Options, String> {
     Ok(o)
 }
 
-fn run_capture(cmd: &mut Command) -> Result<String, String> {
+pub(crate) fn run_capture(cmd: &mut Command) -> Result<String, String> {
     let out = cmd
         .output()
         .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
@@ -88,7 +88,7 @@ fn run_capture(cmd: &mut Command) -> Result<String, String> {
 }
 
 /// `(bytes, median µs)` of every `RES` line of the MPI peers' output.
-fn mpi_rows(stdout: &str, bytes_col: usize, time_col: usize) -> Vec<(usize, f64)> {
+pub(crate) fn mpi_rows(stdout: &str, bytes_col: usize, time_col: usize) -> Vec<(usize, f64)> {
     stdout
         .lines()
         .filter(|l| l.starts_with("RES "))
@@ -103,7 +103,7 @@ fn mpi_rows(stdout: &str, bytes_col: usize, time_col: usize) -> Vec<(usize, f64)
 }
 
 /// `(bytes, median µs)` of hvd-bench's JSON lines.
-fn hvd_rows(stdout: &str) -> Vec<(usize, f64)> {
+pub(crate) fn hvd_rows(stdout: &str) -> Vec<(usize, f64)> {
     let field = |line: &str, key: &str| -> Option<f64> {
         let start = line.find(&format!("\"{key}\":"))? + key.len() + 3;
         let rest = &line[start..];
@@ -128,13 +128,13 @@ fn gloo_rows(stdout: &str) -> Vec<(usize, f64)> {
         .collect()
 }
 
-fn add(series: &mut Series, rows: Vec<(usize, f64)>) {
+pub(crate) fn add(series: &mut Series, rows: Vec<(usize, f64)>) {
     for (bytes, us) in rows {
         series.entry(bytes).or_default().push(us);
     }
 }
 
-fn median(values: &[f64]) -> Option<f64> {
+pub(crate) fn median(values: &[f64]) -> Option<f64> {
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied()
@@ -188,7 +188,7 @@ fn compile_peers(root: &Path, peers: &Path) -> Peers {
     }
 }
 
-fn mpirun(np: usize, btl: &str) -> Command {
+pub(crate) fn mpirun(np: usize, btl: &str) -> Command {
     let mut cmd = Command::new("mpirun");
     cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
@@ -209,7 +209,7 @@ fn mpirun(np: usize, btl: &str) -> Command {
     cmd
 }
 
-fn fmt_us(us: Option<f64>) -> String {
+pub(crate) fn fmt_us(us: Option<f64>) -> String {
     us.map_or_else(
         || "-".into(),
         |us| {

@@ -6,8 +6,10 @@
 //!   included, for every transport whose system library is present, and says which it
 //!   skipped and why (with the command that installs what is missing).
 //! - `bench-peers`: hvd-bench next to Open MPI and Gloo, in one run, as speed-ups.
+//! - `bench-mpi`: hvd's MPI transport next to plain `MPI_Allreduce`, as overheads.
 
 mod backends;
+mod bench_mpi;
 mod bench_peers;
 mod test_cluster;
 mod train;
@@ -25,7 +27,10 @@ commands:
       library is present; name the skipped ones and how to enable them.
   bench-peers [--np 2,4] [--sizes 4K,1M,256M] [--repeats 3] [--peers DIR]
       Run hvd-bench next to Open MPI (TCP and shared memory) and Gloo in one run and
-      print the medians and hvd's speed-ups.";
+      print the medians and hvd's speed-ups.
+  bench-mpi [--np 2,4] [--sizes 1M,64M] [--repeats 3] [--peers DIR]
+      Run hvd-bench --backend mpi and plain MPI_Allreduce alternately under mpirun and
+      print the medians and hvd's overhead.";
 
 /// The workspace's root directory (xtask lives one level below it).
 pub(crate) fn workspace_root() -> std::path::PathBuf {
@@ -40,6 +45,7 @@ fn main() -> ExitCode {
         Some("train") => train::run(&args[1..]),
         Some("test-cluster") => test_cluster::run(&args[1..]),
         Some("bench-peers") => bench_peers::run(&args[1..]),
+        Some("bench-mpi") => bench_mpi::run(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             Ok(())

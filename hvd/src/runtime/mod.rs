@@ -34,7 +34,7 @@ use engine::SetRegistry;
 use set_engine::{Registry, SetEngine};
 use timeline::Trace;
 
-use crate::{Backend, World, transport};
+use crate::{Backend, transport};
 
 /// Starts hvd with the configuration and job found in the environment (set by hvdrun,
 /// mpirun, Slurm or a torchrun-style launcher; with none, a job of one rank).
@@ -102,7 +102,7 @@ impl Builder {
                     Some(b) => b,
                     None => Backend::from_env()?,
                 };
-                let world = World::from_env()?;
+                let world = transport::world(backend)?;
                 let transport = transport::connect(backend, &world)?;
                 world.check_in();
                 Arc::from(transport)

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use clap::Parser;
 use hvd::launch::{Job, JobOutcome};
-use hvd::{Backend, Collective, DType, ReduceOp, Reduction, World, transport};
+use hvd::{Backend, Collective, DType, ReduceOp, Reduction, transport};
 
 use args::{BenchOp, Cli, Command, Sweep};
 use measure::{Plan, measure};
@@ -49,7 +49,7 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
         return launch(np);
     }
     let backend: Backend = backend.parse().map_err(|e: hvd::Error| e.to_string())?;
-    let world = World::from_env().map_err(|e| e.to_string())?;
+    let world = transport::world(backend).map_err(|e| e.to_string())?;
     if let Some(np) = np
         && np != world.size
     {

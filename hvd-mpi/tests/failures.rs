@@ -1,0 +1,97 @@
+//! What a job sees when its ranks disagree: an error naming the rank, the operation and
+//! the tensor, never a silent hang.
+#![cfg(feature = "mpi")]
+
+mod mpirun;
+
+use std::time::Duration;
+
+use hvd_core::{Collective, ReduceOp, Reduction, TensorMut};
+use hvd_mpi::{MpiCollective, MpiConfig};
+
+#[test]
+fn a_call_no_other_rank_makes_ends_the_job_naming_it() {
+    if mpirun::rank_body() {
+        // Rank 0 allreduces while rank 1 waits in a barrier: neither call can complete.
+        // The rank (from Open MPI's or MPICH's variables) picks the timeout, which is set
+        // before the group exists.
+        let rank = std::env::var("OMPI_COMM_WORLD_RANK").or_else(|_| std::env::var("PMI_RANK"));
+        let timeout = if rank.as_deref() == Ok("0") {
+            Duration::from_secs(2)
+        } else {
+            Duration::from_secs(60)
+        };
+        let group = MpiCollective::world(MpiConfig::default().with_timeout(timeout)).unwrap();
+        if group.topology().rank() == 0 {
+            let mut grad = vec![1.0f32; 16];
+            let _ = group.allreduce(
+                &mut [TensorMut::from_slice("grad.lonely", &mut grad)],
+                Reduction::new(ReduceOp::Sum),
+            );
+        } else {
+            let _ = group.barrier();
+        }
+        println!("UNREACHABLE: a call returned");
+        return;
+    }
+    let job = mpirun::job(
+        "a_call_no_other_rank_makes_ends_the_job_naming_it",
+        2,
+        &[],
+        Duration::from_secs(60),
+    );
+    assert!(
+        job.status.is_some_and(|s| !s.success()) && !job.output.contains("UNREACHABLE"),
+        "{:?}:\n{}",
+        job.status,
+        job.output
+    );
+    assert!(
+        job.output.contains(
+            "hvd-mpi: rank 0: allreduce of tensor 'grad.lonely' timed out after 2s waiting for every rank of the MPI communicator to make the same call"
+        ),
+        "{}",
+        job.output
+    );
+    assert!(job.took < Duration::from_secs(30), "took {:?}", job.took);
+}
+
+#[test]
+fn an_mpi_error_comes_back_as_an_error_naming_the_call() {
+    if mpirun::rank_body() {
+        let group = MpiCollective::world(MpiConfig::default()).unwrap();
+        let rank = group.topology().rank();
+        // Rank 1 sends more than rank 0 has room for.
+        let mut grad = vec![1i32; 4 + 4 * rank];
+        let result = group.allreduce(
+            &mut [TensorMut::from_slice("grad.uneven", &mut grad)],
+            Reduction::new(ReduceOp::Sum),
+        );
+        match result {
+            Err(e) => println!("RANK {rank} ERROR {e}"),
+            Ok(()) => println!("RANK {rank} OK"),
+        }
+        return;
+    }
+    let job = mpirun::job(
+        "an_mpi_error_comes_back_as_an_error_naming_the_call",
+        2,
+        &[],
+        Duration::from_secs(60),
+    );
+    // Nothing aborted: the error came back to the caller, with MPI's reason (Open MPI's
+    // words), and the job went on to exit normally.
+    assert!(
+        job.status.is_some_and(|s| s.success()),
+        "{:?}:\n{}",
+        job.status,
+        job.output
+    );
+    assert!(
+        job.output.contains(
+            "RANK 0 ERROR rank 0: allreduce of tensor 'grad.uneven' failed in MPI_Allreduce: MPI_ERR_TRUNCATE: message truncated"
+        ),
+        "{}",
+        job.output
+    );
+}
