@@ -5,7 +5,10 @@
 //! starts the rank in a session of its own, and watches standard input: when the
 //! launcher closes it, or the launcher or its ssh dies and the connection drops, the
 //! wrapper sends SIGTERM to the rank's whole process group and SIGKILL after the grace
-//! period. The rank's exit status comes back as ssh's (255 is ssh's own failure).
+//! period (as `kill -s SIG -- -PGID`, the form dash accepts). Once the rank has exited,
+//! whatever it left running in its process group is killed: a stop can reach the rank
+//! between `setsid` and its children, and they must not outlive it. The rank's exit
+//! status comes back as ssh's (255 is ssh's own failure).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -36,15 +39,16 @@ setsid "$@" </dev/null &
 rank=$!
 (
     while IFS= read -r _; do :; done
-    kill -TERM -- "-$rank" 2>/dev/null || kill -TERM "$rank" 2>/dev/null
+    kill -s TERM -- "-$rank" 2>/dev/null || kill -s TERM "$rank" 2>/dev/null
     sleep "$grace"
-    kill -KILL -- "-$rank" 2>/dev/null || kill -KILL "$rank" 2>/dev/null
+    kill -s KILL -- "-$rank" 2>/dev/null || kill -s KILL "$rank" 2>/dev/null
 ) <&3 >/dev/null 2>&1 &
 watch=$!
 exec 3<&-
 wait "$rank"
 status=$?
 kill "$watch" 2>/dev/null
+kill -s KILL -- "-$rank" 2>/dev/null
 exit "$status"
 "#;
 
@@ -197,6 +201,47 @@ mod tests {
         );
         assert_eq!(out, "rank=3 secret=s3cret dir=/\n");
         assert_eq!(code, Some(7));
+    }
+
+    #[test]
+    fn a_running_rank_and_its_children_get_sigterm_first() {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let line = Ssh::default().remote_line(
+            &[],
+            Path::new("/"),
+            Path::new("sh"),
+            &[
+                "-c".into(),
+                "trap 'echo stopping; exit 3' TERM; \
+                 sh -c \"trap 'echo child stopping; exit 4' TERM; sleep 30 & wait\" & \
+                 sleep 0.2; echo ready; wait"
+                    .into(),
+            ],
+            Duration::from_secs(20),
+        );
+        let started = std::time::Instant::now();
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(line)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"s3cret\n").unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut ready = String::new();
+        stdout.read_line(&mut ready).unwrap();
+        assert_eq!(ready, "ready\n");
+        drop(stdin);
+        let mut rest = String::new();
+        stdout.read_to_string(&mut rest).unwrap();
+        // Both traps ran: SIGTERM reached the whole group, not the SIGKILL 20 s later.
+        let mut lines: Vec<&str> = rest.lines().collect();
+        lines.sort();
+        assert_eq!(lines, ["child stopping", "stopping"]);
+        assert_eq!(child.wait().unwrap().code(), Some(3));
+        assert!(started.elapsed() < Duration::from_secs(10));
     }
 
     #[test]
