@@ -138,9 +138,10 @@ pub fn train(args: &Args) -> Result<Summary, BoxError> {
         let accuracy = test_accuracy(&hvd, &model, &dataset.test, &device)?;
         if rank == 0 {
             println!(
-                "epoch {epoch:>2}/{}  loss {loss:.4}  test accuracy {:5.2}%  {examples_per_second:>8.0} examples/s on {size} ranks",
+                "epoch {epoch:>2}/{}  loss {loss:.4}  test accuracy {:5.2}%  {examples_per_second:>8.0} examples/s on {size} rank{}",
                 args.epochs,
-                100.0 * accuracy
+                100.0 * accuracy,
+                if size == 1 { "" } else { "s" }
             );
         }
         summary = Some(Summary {
