@@ -128,8 +128,16 @@ pub fn world(backend: Backend) -> Result<World> {
     }
 }
 
-/// Connects this rank of `world` through `backend`.
+/// Connects this rank of `world` through `backend`, and checks in with the launcher.
 pub fn connect(backend: Backend, world: &World) -> Result<Box<dyn Collective>> {
+    let collective = connect_transport(backend, world)?;
+    // Every program that connects this way shows in its launcher's progress, and is not
+    // taken for a rank that never started.
+    world.check_in();
+    Ok(collective)
+}
+
+fn connect_transport(backend: Backend, world: &World) -> Result<Box<dyn Collective>> {
     match backend {
         #[cfg(feature = "gloo-tcp")]
         Backend::Tcp => {

@@ -265,3 +265,32 @@ fn a_training_job_runs_under_hvdrun_and_checks_in() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn a_program_that_connects_without_the_runtime_still_checks_in() {
+    // hvd-bench connects its transport directly, and runs past the start timeout.
+    let out = hvdrun(&[
+        "-np",
+        "2",
+        "--start-timeout",
+        "0.5",
+        env!("CARGO_BIN_EXE_hvd-bench"),
+        "synthetic",
+        "--model",
+        "resnet50",
+        "--compute-ms",
+        "400",
+        "--warmup",
+        "1",
+        "--iters",
+        "2",
+        "--batches-per-iter",
+        "1",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("[0]<stdout>: Total img/sec on 2 rank(s): "),
+        "{}",
+        text(&out.stdout)
+    );
+}

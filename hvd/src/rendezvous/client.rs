@@ -59,11 +59,15 @@ impl TcpStore {
             }
         };
         let conn = greet(stream, addr)?;
-        Ok(TcpStore {
+        let store = TcpStore {
             addr: resolved,
             secret: secret.to_vec(),
             conn: Mutex::new(conn),
-        })
+        };
+        match store.call(Request::Hello, Duration::ZERO)? {
+            Response::Done => Ok(store),
+            other => Err(unexpected(store.addr, other)),
+        }
     }
 
     /// The server's address.

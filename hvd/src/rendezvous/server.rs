@@ -219,6 +219,7 @@ fn execute(store: &MemoryStore, request: Request) -> Response {
             .map(|v| v.map_or(Response::Missing, Response::Value)),
         Request::Add { key, delta } => store.add(&key, delta).map(Response::Counter),
         Request::Delete { key } => store.delete(&key).map(Response::Removed),
+        Request::Hello => Ok(Response::Done),
     };
     result.unwrap_or_else(|e| {
         Response::Failed(match e {

@@ -150,6 +150,9 @@ fn read_refusal(stream: &mut impl Read) -> String {
 /// One store operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
+    /// Proves the secret as soon as a connection opens, so that a client with nothing
+    /// to ask yet is not taken for a stray, and a wrong secret is caught at once.
+    Hello,
     Set {
         key: String,
         value: Vec<u8>,
@@ -243,6 +246,7 @@ impl Request {
             Request::TryGet { key } => w.u8(2).bytes(key.as_bytes()),
             Request::Add { key, delta } => w.u8(3).bytes(key.as_bytes()).u64(*delta as u64),
             Request::Delete { key } => w.u8(4).bytes(key.as_bytes()),
+            Request::Hello => w.u8(5),
         };
         w.0
     }
@@ -266,6 +270,7 @@ impl Request {
                 delta: r.u64()? as i64,
             },
             4 => Request::Delete { key: r.text()? },
+            5 => Request::Hello,
             _ => return None,
         };
         r.end()?;
@@ -325,6 +330,7 @@ mod tests {
                 delta: -5,
             },
             Request::Delete { key: "d".into() },
+            Request::Hello,
         ];
         for (seq, request) in requests.into_iter().enumerate() {
             let body = request.encode(seq as u64);

@@ -103,9 +103,7 @@ impl Builder {
                     None => Backend::from_env()?,
                 };
                 let world = transport::world(backend)?;
-                let transport = transport::connect(backend, &world)?;
-                world.check_in();
-                Arc::from(transport)
+                Arc::from(transport::connect(backend, &world)?)
             }
         };
         let topology = transport.topology().clone();
