@@ -160,17 +160,20 @@ mod tests {
         assert!(!travels("HOME") && !travels("SSH_AUTH_SOCK"));
     }
 
-    /// Runs the remote line through a local `sh -c`, as the remote login shell would.
-    fn run_line(command: &str, stdin_open: bool) -> (String, Option<i32>, Duration) {
-        use std::io::{Read, Write};
+    /// Starts the remote line for `command` through a local `sh -c`, as the remote login
+    /// shell would, and sends it the secret; returns it with its stdin still open.
+    fn start_line(
+        command: &str,
+        grace: Duration,
+    ) -> (std::process::Child, std::process::ChildStdin) {
+        use std::io::Write;
         let line = Ssh::default().remote_line(
             &[("HVD_RANK".into(), "3".into())],
             Path::new("/"),
             Path::new("sh"),
             &["-c".into(), command.into()],
-            Duration::from_secs(1),
+            grace,
         );
-        let started = std::time::Instant::now();
         let mut child = Command::new("sh")
             .arg("-c")
             .arg(line)
@@ -180,14 +183,18 @@ mod tests {
             .unwrap();
         let mut stdin = child.stdin.take().unwrap();
         stdin.write_all(b"s3cret\n").unwrap();
+        (child, stdin)
+    }
+
+    /// Runs `command` to its end, with stdin left open or closed at once.
+    fn run_line(command: &str, stdin_open: bool) -> (String, Option<i32>, Duration) {
+        use std::io::Read;
+        let started = std::time::Instant::now();
+        let (mut child, stdin) = start_line(command, Duration::from_secs(1));
         let stdin = stdin_open.then_some(stdin);
         let mut out = String::new();
-        child
-            .stdout
-            .take()
-            .unwrap()
-            .read_to_string(&mut out)
-            .unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        stdout.read_to_string(&mut out).unwrap();
         let status = child.wait().unwrap();
         drop(stdin);
         (out, status.code(), started.elapsed())
@@ -205,30 +212,14 @@ mod tests {
 
     #[test]
     fn a_running_rank_and_its_children_get_sigterm_first() {
-        use std::io::{BufRead, BufReader, Read, Write};
-        let line = Ssh::default().remote_line(
-            &[],
-            Path::new("/"),
-            Path::new("sh"),
-            &[
-                "-c".into(),
-                "trap 'echo stopping; exit 3' TERM; \
-                 sh -c \"trap 'echo child stopping; exit 4' TERM; sleep 30 & wait\" & \
-                 sleep 0.2; echo ready; wait"
-                    .into(),
-            ],
+        use std::io::{BufRead, BufReader, Read};
+        let started = std::time::Instant::now();
+        let (mut child, stdin) = start_line(
+            "trap 'echo stopping; exit 3' TERM; \
+             sh -c \"trap 'echo child stopping; exit 4' TERM; sleep 30 & wait\" & \
+             sleep 0.2; echo ready; wait",
             Duration::from_secs(20),
         );
-        let started = std::time::Instant::now();
-        let mut child = Command::new("sh")
-            .arg("-c")
-            .arg(line)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(b"s3cret\n").unwrap();
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut ready = String::new();
         stdout.read_line(&mut ready).unwrap();
