@@ -107,7 +107,9 @@ fn a_job_spans_this_host_and_another_over_ssh() {
     ];
     let command = rank_command();
     args.extend(command.iter().map(String::as_str));
-    let out = run(&mut hvdrun(&sshd, &args));
+    // A secret in hvdrun's own environment (a leftover, or a nested job) must neither
+    // travel nor replace the job's.
+    let out = run(hvdrun(&sshd, &args).env("HVD_SECRET", "stale"));
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(
         rank_lines(&out),

@@ -203,7 +203,7 @@ impl Job {
         let server = StoreServer::start(self.server_address(&hosts)?, secret.as_bytes())?;
         let launch = Launch {
             hosts: &hosts,
-            multi_host: placements.iter().any(|p| p.host != placements[0].host),
+            multi_host: placements.windows(2).any(|w| w[0].host != w[1].host),
             cross_size: placements.last().map_or(0, |p| p.host + 1),
             store_addr: server.addr().to_string(),
             secret: &secret,
@@ -275,8 +275,11 @@ impl Job {
             env.push(("HVD_IFACE".into(), interface.clone()));
         }
         let mut command = if remote {
-            let mut travelling: Vec<(String, String)> =
-                std::env::vars().filter(|(k, _)| travels(k)).collect();
+            // vars_os: a variable that is not UTF-8 must not stop the launch; it stays home.
+            let mut travelling: Vec<(String, String)> = std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+                .filter(|(k, _)| travels(k))
+                .collect();
             travelling.extend(env);
             let mut command = self.ssh.command(
                 &host.name,

@@ -128,9 +128,11 @@ impl Ssh {
     }
 }
 
-/// Whether a variable of the launcher's environment travels to remote ranks.
+/// Whether a variable of the launcher's environment travels to remote ranks. Never the
+/// secret: the job's own goes over stdin, and one from the launcher's environment would
+/// both show in a process list and replace it.
 pub fn travels(name: &str) -> bool {
-    name.starts_with("HVD_")
+    name != "HVD_SECRET" && name.starts_with("HVD_")
         || name.starts_with("HOROVOD_")
         || matches!(
             name,
@@ -158,6 +160,7 @@ mod tests {
         assert!(travels("HVD_TIMELINE") && travels("HOROVOD_FUSION_THRESHOLD"));
         assert!(travels("PATH") && travels("LD_LIBRARY_PATH") && travels("RUST_LOG"));
         assert!(!travels("HOME") && !travels("SSH_AUTH_SOCK"));
+        assert!(!travels("HVD_SECRET"));
     }
 
     /// Starts the remote line for `command` through a local `sh -c`, as the remote login

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use hvd_core::{Error, Result, Store};
 
 use super::wire::{
-    Direction, FrameError, MAGIC, NONCE_BYTES, Request, Response, read_frame, write_frame,
+    Direction, FrameError, MAGIC, MAX_BODY, NONCE_BYTES, Request, Response, read_frame, write_frame,
 };
 
 /// How long an answer may take beyond the wait the request itself asked for.
@@ -109,6 +109,7 @@ impl TcpStore {
             &self.secret,
             Direction::Response,
             &conn.nonce,
+            MAX_BODY,
         )
         .map_err(|e| match e {
             FrameError::Refused(reason) => Error::Store(format!(

@@ -10,8 +10,8 @@ use std::time::Duration;
 use hvd_core::{Error, MemoryStore, Result, Store};
 
 use super::wire::{
-    Direction, FrameError, MAGIC, NONCE_BYTES, Request, Response, read_frame, write_frame,
-    write_refusal,
+    Direction, FrameError, MAGIC, MAX_BODY, MAX_FIRST_BODY, NONCE_BYTES, Request, Response,
+    read_frame, write_frame, write_refusal,
 };
 
 /// How long a new connection may stay silent before it is dropped as a stray.
@@ -176,7 +176,12 @@ fn serve(stream: &mut TcpStream, peer: &str, store: &MemoryStore, shared: &Share
     }
     let secret = &shared.secret;
     for expected in 0u64.. {
-        let body = match read_frame(stream, secret, Direction::Request, &nonce) {
+        let max_body = if expected == 0 {
+            MAX_FIRST_BODY
+        } else {
+            MAX_BODY
+        };
+        let body = match read_frame(stream, secret, Direction::Request, &nonce, max_body) {
             Ok(body) => body,
             Err(FrameError::Io(e)) => {
                 if expected == 0 && e.kind() != std::io::ErrorKind::UnexpectedEof {

@@ -136,7 +136,7 @@ fn garbage_and_silence_are_refused_without_harm() {
     stream.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
     assert_eq!(
         refusal(&mut stream),
-        "a frame of 1195725856 bytes (at most 16777216 expected): not the hvd rendezvous protocol"
+        "a frame of 1195725856 bytes (at most 1024 expected): not the hvd rendezvous protocol"
     );
     assert!(refusals_reach(&server, 1));
     let good = client(&server, SECRET).unwrap();

@@ -17,6 +17,9 @@ pub const NONCE_BYTES: usize = 16;
 const TAG_BYTES: usize = 32;
 /// Values are addresses and small tables; anything near this is garbage on the socket.
 pub const MAX_BODY: usize = 16 << 20;
+/// A connection's first request is a hello of a few bytes: until one is authenticated,
+/// no stray can make the server allocate more than this.
+pub const MAX_FIRST_BODY: usize = 1024;
 
 /// Which way a frame goes: each direction signs differently, so a server reply cannot be
 /// passed off as a request.
@@ -63,8 +66,8 @@ pub fn write_frame(
 #[derive(Debug)]
 pub enum FrameError {
     Io(std::io::Error),
-    /// A length beyond [`MAX_BODY`]: not our protocol.
-    TooLong(usize),
+    /// A length beyond what the reader accepts (the second number): not our protocol.
+    TooLong(usize, usize),
     /// The tag does not match: the sender does not hold the job secret.
     BadTag,
     /// The server refused the connection, for the reason given.
@@ -75,9 +78,9 @@ impl std::fmt::Display for FrameError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             FrameError::Io(e) => write!(f, "{e}"),
-            FrameError::TooLong(n) => write!(
+            FrameError::TooLong(n, max) => write!(
                 f,
-                "a frame of {n} bytes (at most {MAX_BODY} expected): not the hvd rendezvous protocol"
+                "a frame of {n} bytes (at most {max} expected): not the hvd rendezvous protocol"
             ),
             FrameError::BadTag => {
                 write!(
@@ -90,12 +93,13 @@ impl std::fmt::Display for FrameError {
     }
 }
 
-/// Reads one frame and checks its tag; returns the body.
+/// Reads one frame of at most `max_body` bytes and checks its tag; returns the body.
 pub fn read_frame(
     stream: &mut impl Read,
     secret: &[u8],
     direction: Direction,
     nonce: &[u8],
+    max_body: usize,
 ) -> Result<Vec<u8>, FrameError> {
     let mut len = [0u8; 4];
     stream.read_exact(&mut len).map_err(FrameError::Io)?;
@@ -104,8 +108,8 @@ pub fn read_frame(
         return Err(FrameError::Refused(read_refusal(stream)));
     }
     let len = len as usize;
-    if len > MAX_BODY {
-        return Err(FrameError::TooLong(len));
+    if len > max_body {
+        return Err(FrameError::TooLong(len, max_body));
     }
     let mut body = vec![0u8; len];
     stream.read_exact(&mut body).map_err(FrameError::Io)?;
@@ -365,8 +369,9 @@ mod tests {
         let nonce = [7u8; NONCE_BYTES];
         let mut frame = Vec::new();
         write_frame(&mut frame, b"right", Direction::Request, &nonce, b"body").unwrap();
-        let read =
-            |secret: &[u8], direction| read_frame(&mut frame.as_slice(), secret, direction, &nonce);
+        let read = |secret: &[u8], direction| {
+            read_frame(&mut frame.as_slice(), secret, direction, &nonce, MAX_BODY)
+        };
         assert_eq!(read(b"right", Direction::Request).unwrap(), b"body");
         assert!(matches!(
             read(b"wrong", Direction::Request),
@@ -382,7 +387,8 @@ mod tests {
                 &mut frame.as_slice(),
                 b"right",
                 Direction::Request,
-                &other_nonce
+                &other_nonce,
+                MAX_BODY
             ),
             Err(FrameError::BadTag)
         ));
@@ -391,7 +397,14 @@ mod tests {
     #[test]
     fn an_oversized_length_is_named_before_anything_is_allocated() {
         let bytes = (MAX_BODY as u32 + 1).to_be_bytes();
-        let err = read_frame(&mut bytes.as_slice(), b"", Direction::Request, &[]).unwrap_err();
+        let err = read_frame(
+            &mut bytes.as_slice(),
+            b"",
+            Direction::Request,
+            &[],
+            MAX_BODY,
+        )
+        .unwrap_err();
         assert_eq!(
             err.to_string(),
             "a frame of 16777217 bytes (at most 16777216 expected): not the hvd rendezvous protocol"
