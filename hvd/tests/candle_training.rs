@@ -112,6 +112,22 @@ fn a_global_batch_that_the_ranks_cannot_share_is_refused() {
 }
 
 #[test]
+fn a_batch_larger_than_the_training_set_is_refused() {
+    let args = train_mnist::Args::parse_from([
+        "train_mnist",
+        "--batch",
+        "64",
+        "--synthetic-examples",
+        "60",
+    ]);
+    let err = train_mnist::train(&args).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "--batch 64 is larger than the training set (60 examples): no step could run"
+    );
+}
+
+#[test]
 fn zero_epochs_are_refused() {
     let args = train_mnist::Args::parse_from(["train_mnist", "--epochs", "0"]);
     let err = train_mnist::train(&args).unwrap_err();

@@ -115,6 +115,14 @@ pub fn train(args: &Args) -> Result<Summary, BoxError> {
     broadcast_varmap(&hvd, &varmap, 0)?;
 
     let mut sampler = DistributedSampler::for_set(dataset.train.len(), &hvd)?.seed(args.seed);
+    if sampler.num_samples() < local_batch {
+        return Err(format!(
+            "--batch {} is larger than the training set ({} examples): no step could run",
+            args.batch,
+            dataset.train.len()
+        )
+        .into());
+    }
     let progress = Progress::new(rank == 0);
     let mut summary = None;
     for epoch in 1..=args.epochs {

@@ -27,6 +27,7 @@ use crate::ProcessSet;
 pub struct DistributedOptimizer<O> {
     inner: O,
     set: ProcessSet,
+    /// Each parameter with the name its gradient is reduced under (`grad.<name>`).
     params: Vec<(String, Var)>,
     op: ReduceOp,
     backward_passes_per_step: usize,
@@ -54,6 +55,7 @@ impl<O: Optimizer> DistributedOptimizer<O> {
         let params: Vec<(String, Var)> = params
             .into_iter()
             .filter(|(_, var)| var.dtype().is_float())
+            .map(|(name, var)| (format!("grad.{name}"), var))
             .collect();
         Ok(DistributedOptimizer {
             inner,
@@ -117,7 +119,7 @@ impl<O: Optimizer> DistributedOptimizer<O> {
         if self.passes < self.backward_passes_per_step {
             return Ok(false);
         }
-        let summed = std::mem::replace(&mut self.accumulated, vec![None; self.params.len()]);
+        let summed = self.accumulated.iter_mut().map(Option::take).collect();
         self.passes = 0;
         let averaged = self.allreduce(summed)?;
         self.inner.step(&averaged)?;
@@ -139,7 +141,6 @@ impl<O: Optimizer> DistributedOptimizer<O> {
     fn allreduce(&self, grads: Vec<Option<Tensor>>) -> candle_core::Result<GradStore> {
         let mut handles = Vec::with_capacity(self.params.len());
         for ((name, var), grad) in self.params.iter().zip(grads) {
-            let name = format!("grad.{name}");
             let grad = match grad {
                 Some(grad) => grad,
                 None => var.zeros_like()?,
@@ -148,13 +149,13 @@ impl<O: Optimizer> DistributedOptimizer<O> {
                 hvd_error(Error::invalid(
                     rank_in(&self.set),
                     "allreduce",
-                    name.clone(),
+                    name.as_str(),
                     format!("candle dtype {:?} has no hvd equivalent", grad.dtype()),
                 ))
             })?;
             let handle = self
                 .set
-                .allreduce_async(&name, buffer, self.op)
+                .allreduce_async(name, buffer, self.op)
                 .map_err(hvd_error)?;
             handles.push((var, handle));
         }

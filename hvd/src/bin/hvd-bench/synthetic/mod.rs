@@ -20,7 +20,7 @@ mod sweep;
 use std::io::Write;
 use std::sync::Arc;
 
-use hvd::{Backend, Collective, World, transport};
+use hvd::{Backend, Collective, transport};
 
 pub use options::SyntheticArgs;
 
@@ -56,7 +56,7 @@ pub fn run(args: &SyntheticArgs, launched: bool) -> Result<(), String> {
 /// One rank: every fusion setting over one connection; rank 0 reports.
 fn run_rank(settings: &Settings, setup: &Setup<'_>, backend: Backend) -> hvd::Result<()> {
     let args = &settings.args;
-    let world = World::from_env()?;
+    let world = transport::world(backend)?;
     if let Some(nps) = &args.np
         && !nps.contains(&world.size)
     {
