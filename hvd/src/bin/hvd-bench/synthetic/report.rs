@@ -220,7 +220,10 @@ mod tests {
         assert_eq!(Measurement::from_record(&m.to_record()), Ok(m));
         let error = Measurement::from_record("4\ton").expect_err("two fields");
         assert_eq!(error, "malformed result line \"4\\ton\"");
-        assert!(Measurement::from_record("x\ton\t1").is_err());
+        assert_eq!(
+            Measurement::from_record("x\ton\t1"),
+            Err("malformed result line \"x\\ton\\t1\"".to_string())
+        );
     }
 
     #[test]

@@ -21,7 +21,11 @@ pub fn run(setup: &Setup<'_>, nps: &[usize], json: bool) -> Result<(), String> {
     let results = ResultsFile(
         std::env::temp_dir().join(format!("hvd-bench-synthetic-{}.tsv", std::process::id())),
     );
-    std::fs::write(&results.0, "")
+    // create_new: never truncate, or follow a link planted at, a name in a shared /tmp.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&results.0)
         .map_err(|e| format!("cannot create {}: {e}", results.0.display()))?;
     for &np in nps {
         let outcome = crate::this_program_as_job(np)?
