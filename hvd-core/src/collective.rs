@@ -1,6 +1,6 @@
 //! The `Collective` trait: what a transport does, and nothing more.
 
-use crate::{Device, Reduction, Result, Tensor, TensorMut, Topology};
+use crate::{Device, Error, Reduction, Result, Tensor, TensorMut, Topology};
 
 /// A group of ranks that can run collective operations together.
 ///
@@ -92,10 +92,11 @@ pub trait Collective: Send + Sync {
     fn split(&self, members: &[usize]) -> Result<Option<Box<dyn Collective>>>;
 }
 
-/// Allgathers one `u64` per rank: how many elements each rank will contribute to a
-/// following allgather, or any other per-rank count.
+/// Allgathers one count per rank: how many elements each rank will contribute to a
+/// following allgather, or any other per-rank count. A count no rank could have sent (a
+/// negative one, or counts whose total overflows) is a protocol error naming the rank.
 pub fn gather_counts(group: &dyn Collective, local: usize) -> Result<Vec<usize>> {
-    let size = group.topology().size();
+    let (rank, size) = (group.topology().rank(), group.topology().size());
     let mine = [local as i64];
     let mut all = vec![0i64; size];
     group.allgather(
@@ -103,7 +104,55 @@ pub fn gather_counts(group: &dyn Collective, local: usize) -> Result<Vec<usize>>
         &mut TensorMut::from_slice("hvd.counts", &mut all),
         &vec![1; size],
     )?;
-    Ok(all.into_iter().map(|c| c as usize).collect())
+    let counts = all
+        .into_iter()
+        .enumerate()
+        .map(|(peer, c)| {
+            usize::try_from(c)
+                .map_err(|_| protocol(rank, &format!("rank {peer}"), format!("a count of {c}")))
+        })
+        .collect::<Result<Vec<usize>>>()?;
+    counts_total(rank, &counts)?;
+    Ok(counts)
+}
+
+fn protocol(rank: usize, peer: &str, reason: String) -> Error {
+    Error::Protocol {
+        rank,
+        peer: peer.into(),
+        reason,
+    }
+}
+
+/// The sum of `counts`, an error when it overflows.
+fn counts_total(rank: usize, counts: &[usize]) -> Result<usize> {
+    counts
+        .iter()
+        .try_fold(0usize, |total, c| total.checked_add(*c))
+        .ok_or_else(|| {
+            protocol(
+                rank,
+                "the group",
+                format!("counts {counts:?} whose total overflows"),
+            )
+        })
+}
+
+/// The most [`allgather_bytes`] gathers from all ranks together: it carries control
+/// messages, and a total beyond this is a peer's garbage, not a table to allocate.
+pub const MAX_GATHERED_BYTES: usize = 1 << 30;
+
+/// Cuts `all` into consecutive pieces of `counts` bytes, one per rank.
+pub fn split_by_counts(all: &[u8], counts: &[usize]) -> Vec<Vec<u8>> {
+    let mut at = 0;
+    counts
+        .iter()
+        .map(|&c| {
+            let piece = all[at..at + c].to_vec();
+            at += c;
+            piece
+        })
+        .collect()
 }
 
 macro_rules! forward_collective {
@@ -165,17 +214,20 @@ forward_collective!(Box, Arc);
 /// Allgathers variable-length byte strings: every rank's `bytes`, in rank order.
 pub fn allgather_bytes(group: &dyn Collective, name: &str, bytes: &[u8]) -> Result<Vec<Vec<u8>>> {
     let counts = gather_counts(group, bytes.len())?;
-    let mut all = vec![0u8; counts.iter().sum()];
+    let rank = group.topology().rank();
+    let total = counts_total(rank, &counts)?;
+    if total > MAX_GATHERED_BYTES {
+        return Err(protocol(
+            rank,
+            "the group",
+            format!("{total} bytes to gather for '{name}' (at most {MAX_GATHERED_BYTES})"),
+        ));
+    }
+    let mut all = vec![0u8; total];
     group.allgather(
         &Tensor::from_slice(name, bytes),
         &mut TensorMut::from_slice(name, &mut all),
         &counts,
     )?;
-    let mut out = Vec::with_capacity(counts.len());
-    let mut offset = 0;
-    for c in counts {
-        out.push(all[offset..offset + c].to_vec());
-        offset += c;
-    }
-    Ok(out)
+    Ok(split_by_counts(&all, &counts))
 }

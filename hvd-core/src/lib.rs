@@ -66,7 +66,7 @@ pub mod trace;
 pub mod units;
 pub mod validate;
 
-pub use collective::{Collective, allgather_bytes, gather_counts};
+pub use collective::{Collective, allgather_bytes, gather_counts, split_by_counts};
 pub use device::Device;
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};

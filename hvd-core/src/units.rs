@@ -50,8 +50,13 @@ pub enum TimeUnit {
     Seconds,
 }
 
-/// Parses a duration: a number with an optional unit (`ms`, `s`, `m`, `h`); a bare number
-/// is in `bare` units. `name` is what the value came from, for the error message.
+/// The longest duration accepted: anything longer means "never", and could not be added
+/// to the clock to make a deadline.
+const MAX_DURATION: std::time::Duration = std::time::Duration::from_secs(10 * 365 * 24 * 3600);
+
+/// Parses a duration: a number with an optional unit (`ms`, `s`, `m`, `h`), at most ten
+/// years; a bare number is in `bare` units. `name` is what the value came from, for the
+/// error message.
 pub fn parse_duration(name: &str, value: &str, bare: TimeUnit) -> Result<std::time::Duration> {
     let bare_word = match bare {
         TimeUnit::Milliseconds => "milliseconds",
@@ -61,7 +66,7 @@ pub fn parse_duration(name: &str, value: &str, bare: TimeUnit) -> Result<std::ti
         name: name.into(),
         value: value.into(),
         expected: format!(
-            "a duration such as 1.5, 500ms, 30s, 5m or 1h (a bare number is in {bare_word})"
+            "a duration such as 1.5, 500ms, 30s, 5m or 1h (a bare number is in {bare_word}), at most ten years"
         ),
     };
     let text = value.trim();
@@ -77,7 +82,10 @@ pub fn parse_duration(name: &str, value: &str, bare: TimeUnit) -> Result<std::ti
         ("h", _) => 3600.0,
         _ => return Err(bad()),
     };
-    std::time::Duration::try_from_secs_f64(number * seconds_per_unit).map_err(|_| bad())
+    std::time::Duration::try_from_secs_f64(number * seconds_per_unit)
+        .ok()
+        .filter(|d| *d <= MAX_DURATION)
+        .ok_or_else(bad)
 }
 
 #[cfg(test)]
@@ -113,15 +121,15 @@ mod tests {
             parse_duration("HVD_CYCLE_TIME", "soon", ms)
                 .unwrap_err()
                 .to_string(),
-            "invalid value \"soon\" for HVD_CYCLE_TIME: expected a duration such as 1.5, 500ms, 30s, 5m or 1h (a bare number is in milliseconds)"
+            "invalid value \"soon\" for HVD_CYCLE_TIME: expected a duration such as 1.5, 500ms, 30s, 5m or 1h (a bare number is in milliseconds), at most ten years"
         );
-        for bad in ["-1", "1e999"] {
+        for bad in ["-1", "1e999", "100000000000"] {
             assert_eq!(
                 parse_duration("HVD_START_TIMEOUT", bad, s)
                     .unwrap_err()
                     .to_string(),
                 format!(
-                    "invalid value \"{bad}\" for HVD_START_TIMEOUT: expected a duration such as 1.5, 500ms, 30s, 5m or 1h (a bare number is in seconds)"
+                    "invalid value \"{bad}\" for HVD_START_TIMEOUT: expected a duration such as 1.5, 500ms, 30s, 5m or 1h (a bare number is in seconds), at most ten years"
                 )
             );
         }

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use hvd_core::units::{BYTE_FORMS, parse_bytes};
+use hvd_core::units::{BYTE_FORMS, TimeUnit, parse_bytes, parse_duration};
 use hvd_core::{Error, Result};
 
 /// Longest job id accepted, so that a handshake stays small and bounded.
@@ -128,18 +128,17 @@ impl TcpConfig {
     }
 }
 
+/// A positive duration (`30`, `2.5`, `500ms`, `5m`; a bare number is in seconds).
 fn seconds(name: &str, value: &str) -> Result<Duration> {
-    value
-        .trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|s| s.is_finite() && *s > 0.0)
-        .and_then(|s| Duration::try_from_secs_f64(s).ok())
-        .ok_or_else(|| Error::Config {
+    let duration = parse_duration(name, value, TimeUnit::Seconds)?;
+    if duration.is_zero() {
+        return Err(Error::Config {
             name: name.into(),
             value: value.into(),
-            expected: "a positive number of seconds, such as 30 or 2.5".into(),
-        })
+            expected: "a positive duration such as 30, 2.5 or 5m".into(),
+        });
+    }
+    Ok(duration)
 }
 
 fn small_bytes(name: &str, value: &str) -> Result<usize> {
@@ -199,11 +198,16 @@ mod tests {
         let cases = [
             (
                 ("HVD_START_TIMEOUT", "soon"),
-                "invalid value \"soon\" for HVD_START_TIMEOUT: expected a positive number of seconds, such as 30 or 2.5",
+                "invalid value \"soon\" for HVD_START_TIMEOUT: expected a duration such as 1.5, 500ms, 30s, 5m or 1h (a bare number is in seconds), at most ten years",
             ),
             (
-                ("HVD_TCP_TIMEOUT", "-1"),
-                "invalid value \"-1\" for HVD_TCP_TIMEOUT: expected a positive number of seconds, such as 30 or 2.5",
+                ("HVD_TCP_TIMEOUT", "0"),
+                "invalid value \"0\" for HVD_TCP_TIMEOUT: expected a positive duration such as 30, 2.5 or 5m",
+            ),
+            (
+                // Beyond what a deadline can hold: refused, not a panic when waiting starts.
+                ("HVD_TCP_TIMEOUT", "100000000000"),
+                "invalid value \"100000000000\" for HVD_TCP_TIMEOUT: expected a duration such as 1.5, 500ms, 30s, 5m or 1h (a bare number is in seconds), at most ten years",
             ),
             (
                 ("HVD_TCP_SMALL_BYTES", "lots"),

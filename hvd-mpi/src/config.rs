@@ -76,7 +76,7 @@ mod tests {
         let err = MpiConfig::from_var(Some("soon".into())).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "invalid value \"soon\" for HVD_MPI_TIMEOUT: expected a duration such as 1.5, 500ms, 30s, 5m or 1h (a bare number is in seconds)"
+            "invalid value \"soon\" for HVD_MPI_TIMEOUT: expected a duration such as 1.5, 500ms, 30s, 5m or 1h (a bare number is in seconds), at most ten years"
         );
         let err = MpiConfig::from_var(Some("0".into())).unwrap_err();
         assert_eq!(

@@ -1,6 +1,6 @@
 //! Gathering variable-length bytes on rank 0 with the trait's own collectives.
 
-use hvd_core::{Collective, Result, Tensor, TensorMut, gather_counts};
+use hvd_core::{Collective, Result, Tensor, TensorMut, gather_counts, split_by_counts};
 
 /// Every rank's `bytes`, in rank order, on rank 0 (`Some`); `None` on the other ranks.
 /// Collective.
@@ -28,11 +28,5 @@ pub(crate) fn gather_bytes(
     if rank != 0 {
         return Ok(None);
     }
-    let mut out = Vec::with_capacity(size);
-    let mut at = 0;
-    for count in recv_counts {
-        out.push(all[at..at + count].to_vec());
-        at += count;
-    }
-    Ok(Some(out))
+    Ok(Some(split_by_counts(&all, &recv_counts)))
 }

@@ -99,8 +99,13 @@ impl Link {
             Ok(header) => header,
             Err(garbage) => return Waiting::Garbage(garbage),
         };
+        // Only an abort is read here, and decode caps its length; a data header's
+        // length is the next call's business and is not added up.
+        if header.kind != Kind::Abort {
+            return Waiting::Nothing;
+        }
         let total = HEADER_LEN + header.len as usize;
-        if header.kind != Kind::Abort || seen < total {
+        if seen < total {
             return Waiting::Nothing;
         }
         // The whole frame is buffered in the kernel, so this read takes it at once.

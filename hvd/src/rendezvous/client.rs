@@ -40,11 +40,13 @@ impl TcpStore {
     /// nothing listens there yet (the server may start after its clients).
     pub fn connect(addr: &str, secret: &[u8], timeout: Duration) -> Result<TcpStore> {
         let resolved = resolve(addr)?;
-        let deadline = Instant::now() + timeout;
+        // A "forever" timeout (Duration::MAX) must not overflow the clock.
+        let deadline = Instant::now() + timeout.min(Duration::from_secs(1 << 40));
         let mut pause = Duration::from_millis(20);
         let stream = loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            match TcpStream::connect_timeout(&resolved, left.max(Duration::from_millis(1))) {
+            let attempt = left.clamp(Duration::from_millis(1), Duration::from_secs(10));
+            match TcpStream::connect_timeout(&resolved, attempt) {
                 Ok(stream) => break stream,
                 Err(e) if left.is_zero() => {
                     return Err(Error::Store(format!(
