@@ -73,9 +73,17 @@ impl DType {
         matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
     }
 
-    /// A stable one-byte code for wire formats.
-    pub fn code(self) -> u8 {
-        Self::ALL.iter().position(|d| *d == self).unwrap_or(0) as u8
+    /// A stable one-byte code for wire formats: the position in [`DType::ALL`]. A const
+    /// fn, so codes can be type parameters (MPI's user-defined operations need them).
+    pub const fn code(self) -> u8 {
+        let mut i = 0;
+        while i < Self::ALL.len() {
+            if Self::ALL[i] as u8 == self as u8 {
+                return i as u8;
+            }
+            i += 1;
+        }
+        0
     }
 
     /// The dtype of a wire code, if the code is known.

@@ -50,9 +50,17 @@ impl ReduceOp {
         }
     }
 
-    /// A stable one-byte code for wire formats.
-    pub fn code(self) -> u8 {
-        Self::ALL.iter().position(|o| *o == self).unwrap_or(0) as u8
+    /// A stable one-byte code for wire formats: the position in [`ReduceOp::ALL`]. A
+    /// const fn, so codes can be type parameters.
+    pub const fn code(self) -> u8 {
+        let mut i = 0;
+        while i < Self::ALL.len() {
+            if Self::ALL[i] as u8 == self as u8 {
+                return i as u8;
+            }
+            i += 1;
+        }
+        0
     }
 
     /// The op of a wire code, if the code is known.

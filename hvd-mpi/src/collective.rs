@@ -117,15 +117,20 @@ impl Collective for MpiCollective {
     fn allreduce(&self, tensors: &mut [TensorMut<'_>], reduction: Reduction) -> Result<()> {
         let op = "allreduce";
         validate::allreduce(self.rank(), tensors, reduction)?;
+        // Every tensor's datatype before any data changes: a refusal leaves the batch as
+        // it was.
+        for t in tensors.iter() {
+            datatype(t.dtype())?;
+        }
         for t in tensors.iter_mut() {
             let (name, dtype) = (t.name(), t.dtype());
             let count = self.comm.count(op, name, t.len())?;
-            let data = self.host_mut(op, t)?;
-            kernels::prescale(dtype, reduction, data);
             let (kind, combine) = (
                 datatype(dtype)?,
                 operation(&self.comm.library.ops, dtype, reduction.op),
             );
+            let data = self.host_mut(op, t)?;
+            kernels::prescale(dtype, reduction, data);
             let buffer = address_mut(data);
             self.comm.call(op, name, "MPI_Allreduce", |comm| {
                 // SAFETY: `buffer` holds `count` elements of `kind`, in place.

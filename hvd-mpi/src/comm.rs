@@ -85,12 +85,13 @@ impl Comm {
                 ]
             }
         };
+        let rank = usize::try_from(rank).unwrap_or(0);
         let comm = Comm {
             handle,
-            rank: usize::try_from(rank).unwrap_or(0),
+            rank,
             size: usize::try_from(size).unwrap_or(0),
             calls: Mutex::new(()),
-            watch: Watch::register(usize::try_from(rank).unwrap_or(0), timeout),
+            watch: Watch::register(rank, timeout)?,
             library,
         };
         for (code, call) in

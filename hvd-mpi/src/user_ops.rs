@@ -43,31 +43,9 @@ macro_rules! table {
         [$((
             DType::$dtype,
             ReduceOp::$op,
-            combine::<{ dtype_code(DType::$dtype) }, { op_code(ReduceOp::$op) }> as Callback,
+            combine::<{ DType::$dtype.code() }, { ReduceOp::$op.code() }> as Callback,
         )),*]
     };
-}
-
-const fn dtype_code(dtype: DType) -> u8 {
-    let mut i = 0;
-    while i < DType::ALL.len() {
-        if DType::ALL[i] as u8 == dtype as u8 {
-            return i as u8;
-        }
-        i += 1;
-    }
-    u8::MAX
-}
-
-const fn op_code(op: ReduceOp) -> u8 {
-    let mut i = 0;
-    while i < ReduceOp::ALL.len() {
-        if ReduceOp::ALL[i] as u8 == op as u8 {
-            return i as u8;
-        }
-        i += 1;
-    }
-    u8::MAX
 }
 
 /// The reductions done by a user-defined operation.

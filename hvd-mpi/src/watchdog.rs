@@ -19,13 +19,16 @@ const PERIOD: Duration = Duration::from_millis(100);
 pub(crate) struct Watch {
     rank: usize,
     timeout: Duration,
-    current: Mutex<Option<Pending>>,
+    current: Mutex<Pending>,
 }
 
+/// The call in progress; its tensor name's buffer is reused, so a call allocates nothing
+/// once names have been seen.
 struct Pending {
     op: &'static str,
     tensor: String,
-    since: Instant,
+    /// None between calls.
+    since: Option<Instant>,
 }
 
 /// Marks the end of a watched call when dropped.
@@ -33,42 +36,60 @@ pub(crate) struct Running<'a>(&'a Watch);
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
-        *self.0.current.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.0
+            .current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .since = None;
     }
 }
 
 static WATCHED: Mutex<Vec<Weak<Watch>>> = Mutex::new(Vec::new());
-static THREAD: OnceLock<()> = OnceLock::new();
+/// Whether the watchdog thread started; without it no call would have a deadline.
+static THREAD: OnceLock<Result<(), String>> = OnceLock::new();
 
 impl Watch {
-    /// A watch for the calls of one communicator, checked by the process's watchdog.
-    pub fn register(rank: usize, timeout: Duration) -> Arc<Watch> {
+    /// A watch for the calls of one communicator, checked by the process's watchdog; an
+    /// error when the watchdog could not be started.
+    pub fn register(rank: usize, timeout: Duration) -> Result<Arc<Watch>, Error> {
+        let started = THREAD.get_or_init(|| {
+            std::thread::Builder::new()
+                .name("hvd-mpi-watchdog".into())
+                .spawn(watchdog)
+                .map(drop)
+                .map_err(|e| e.to_string())
+        });
+        if let Err(e) = started {
+            return Err(Error::Io {
+                context: format!(
+                    "rank {rank}: starting the MPI watchdog, without which MPI calls would have no timeout"
+                ),
+                message: e.clone(),
+                kind: std::io::ErrorKind::Other,
+            });
+        }
         let watch = Arc::new(Watch {
             rank,
             timeout,
-            current: Mutex::new(None),
+            current: Mutex::new(Pending {
+                op: "",
+                tensor: String::new(),
+                since: None,
+            }),
         });
         let mut watched = WATCHED.lock().unwrap_or_else(|e| e.into_inner());
         watched.retain(|w| w.strong_count() > 0);
         watched.push(Arc::downgrade(&watch));
-        THREAD.get_or_init(|| {
-            let started = std::thread::Builder::new()
-                .name("hvd-mpi-watchdog".into())
-                .spawn(watchdog);
-            if let Err(e) = started {
-                tracing::warn!("could not start the MPI watchdog; MPI calls have no timeout: {e}");
-            }
-        });
-        watch
+        Ok(watch)
     }
 
     /// Marks `op` of `tensor` as running until the returned guard is dropped.
-    pub fn begin(&self, op: &'static str, tensor: impl Into<String>) -> Running<'_> {
-        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(Pending {
-            op,
-            tensor: tensor.into(),
-            since: Instant::now(),
-        });
+    pub fn begin(&self, op: &'static str, tensor: &str) -> Running<'_> {
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        current.op = op;
+        current.tensor.clear();
+        current.tensor.push_str(tensor);
+        current.since = Some(Instant::now());
         Running(self)
     }
 
@@ -79,9 +100,9 @@ impl Watch {
 
     /// The timeout error of the call in progress, once it has run too long.
     fn overdue(&self, now: Instant) -> Option<Error> {
-        let current = self.current.lock().unwrap_or_else(|e| e.into_inner());
-        let pending = current.as_ref()?;
-        (now.duration_since(pending.since) >= self.timeout).then(|| Error::Timeout {
+        let pending = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        let since = pending.since?;
+        (now.duration_since(since) >= self.timeout).then(|| Error::Timeout {
             rank: self.rank,
             op: pending.op,
             tensor: pending.tensor.clone(),

@@ -64,28 +64,26 @@ impl fmt::Display for Backend {
     }
 }
 
-fn compiled_names() -> String {
-    Backend::compiled()
-        .iter()
-        .map(|b| b.name())
-        .collect::<Vec<_>>()
-        .join(", ")
+fn expected_backend() -> String {
+    let names: Vec<&str> = Backend::compiled().iter().map(|b| b.name()).collect();
+    format!(
+        "one of the backends compiled into this build: {}",
+        names.join(", ")
+    )
 }
 
 impl FromStr for Backend {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<Self> {
+        let wanted = s.trim().to_ascii_lowercase();
         Backend::compiled()
             .into_iter()
-            .find(|b| b.name() == s.to_ascii_lowercase() || (s == "gloo" && *b == Backend::Tcp))
+            .find(|b| b.name() == wanted || (wanted == "gloo" && *b == Backend::Tcp))
             .ok_or_else(|| Error::Config {
                 name: "backend".into(),
                 value: s.into(),
-                expected: format!(
-                    "one of the backends compiled into this build: {}",
-                    compiled_names()
-                ),
+                expected: expected_backend(),
             })
     }
 }
@@ -95,17 +93,12 @@ impl Backend {
     /// it is compiled in and an MPI launcher started this process; else the first compiled
     /// in.
     pub fn from_env() -> Result<Backend> {
-        if let Some((name, value)) =
-            crate::env::first_set(&["HVD_BACKEND", "HOROVOD_CPU_OPERATIONS"])
-        {
-            return value.parse().map_err(|_| Error::Config {
-                name,
-                value,
-                expected: format!(
-                    "one of the backends compiled into this build: {}",
-                    compiled_names()
-                ),
-            });
+        let named = crate::env::parse_first::<Backend, _>(
+            &["HVD_BACKEND", "HOROVOD_CPU_OPERATIONS"],
+            &expected_backend(),
+        )?;
+        if let Some((_, backend)) = named {
+            return Ok(backend);
         }
         let compiled = Backend::compiled();
         if compiled.contains(&Backend::Mpi) && World::from_env_without_store()?.launched_by_mpi() {
