@@ -213,12 +213,9 @@ pub(crate) fn dial(
         .into_bytes();
     stream.write_all(&mine).map_err(io_fail)?;
     let mut accepted = [0u8; 1];
-    read_exact(stream, &mut accepted, "acceptance").map_err(|_| {
-        fail(
-            "it rejected this rank's proof of the shared secret (HVD_SECRET differs between ranks)"
-                .into(),
-        )
-    })?;
+    // Its proof already showed the secrets match, so a missing acceptance is its own
+    // failure (or refusal for another reason, which it logs): say what was seen.
+    read_exact(stream, &mut accepted, "acceptance of this rank's proof").map_err(fail)?;
     if accepted[0] != ACCEPTED {
         return Err(fail(format!(
             "it answered {:#04x} instead of accepting",

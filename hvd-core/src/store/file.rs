@@ -29,6 +29,13 @@ const LOCK_NAME: &str = ".lock";
 const FIRST_POLL: Duration = Duration::from_millis(1);
 const MAX_POLL: Duration = Duration::from_millis(50);
 
+/// How long an operation waits for the store's lock (short in tests, which time it out).
+const LOCK_TIMEOUT: Duration = if cfg!(test) {
+    Duration::from_millis(200)
+} else {
+    Duration::from_secs(60)
+};
+
 /// Numbers the temporary files of this process.
 static NEXT_TEMP: AtomicU64 = AtomicU64::new(0);
 
@@ -73,8 +80,27 @@ impl FileStore {
             .truncate(false)
             .open(&path)
             .map_err(|e| Error::io(context(), &e))?;
-        file.lock().map_err(|e| Error::io(context(), &e))?;
-        Ok(file)
+        // Polled rather than blocking: a holder that is stuck (or a stale lock on a
+        // network file system) becomes an error naming the lock, not a hang.
+        let deadline = Deadline::after(LOCK_TIMEOUT);
+        let mut pause = FIRST_POLL;
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Ok(file),
+                Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(context(), &e)),
+                Err(std::fs::TryLockError::WouldBlock) if deadline.left().is_zero() => {
+                    return Err(Error::Store(format!(
+                        "{} is still held after {:?}: another process holds the store's lock and does not let go (a stuck rank, or a stale lock on a network file system)",
+                        path.display(),
+                        LOCK_TIMEOUT
+                    )));
+                }
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(MAX_POLL);
+                }
+            }
+        }
     }
 
     fn read(&self, key: &str) -> Result<Option<Vec<u8>>> {
@@ -191,6 +217,25 @@ mod tests {
     use std::collections::HashSet;
 
     use super::*;
+
+    #[test]
+    fn a_lock_held_elsewhere_ends_in_an_error_naming_it() {
+        let dir = std::env::temp_dir().join(format!("hvd-lock-test-{}", std::process::id()));
+        let store = FileStore::new(&dir).unwrap();
+        // Another open file description holding the lock: as another process would.
+        let holder = File::create(dir.join(LOCK_NAME)).unwrap();
+        holder.lock().unwrap();
+        let err = store.set("k", b"v").unwrap_err();
+        drop(holder);
+        let _ = fs::remove_dir_all(&dir);
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "store: {} is still held after 200ms: another process holds the store's lock and does not let go (a stuck rank, or a stale lock on a network file system)",
+                dir.join(LOCK_NAME).display()
+            )
+        );
+    }
 
     #[test]
     fn file_names_are_single_distinct_components() {

@@ -4,6 +4,7 @@
 //! rank with `--exact <test>`, and in those ranks [`rank_body`] is true.
 
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -34,7 +35,10 @@ pub fn job(test: &str, np: usize, env: &[(&str, &str)], deadline: Duration) -> O
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .stderr(Stdio::piped())
+        // Its own process group, so the deadline reaches the ranks and helpers that
+        // hold the output pipes, not just mpirun.
+        .process_group(0);
     for (name, value) in env {
         command.env(name, value);
     }
@@ -59,7 +63,8 @@ pub fn job(test: &str, np: usize, env: &[(&str, &str)], deadline: Duration) -> O
             break Some(status);
         }
         if start.elapsed() > deadline {
-            let _ = child.kill();
+            // SAFETY: kill with a valid signal on the group this test started.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
             let _ = child.wait();
             break None;
         }
