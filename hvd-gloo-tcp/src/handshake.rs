@@ -15,14 +15,60 @@
 //! dropped without a word.
 
 use std::io::{self, Read, Write};
-use std::time::Duration;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
 use hvd_core::{Error, Result};
 use sha2::Sha256;
 
-/// A caller that says nothing for this long is dropped.
+/// A whole handshake must finish within this, however the peer paces its bytes.
 pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A connection during its handshake: every read and write may only use what is left of
+/// one deadline, so a peer that trickles a byte at a time cannot hold it open for longer
+/// than [`HANDSHAKE_TIMEOUT`].
+pub(crate) struct Deadlined<'a> {
+    stream: &'a TcpStream,
+    deadline: Instant,
+}
+
+impl<'a> Deadlined<'a> {
+    pub(crate) fn new(stream: &'a TcpStream) -> Self {
+        Deadlined {
+            stream,
+            deadline: Instant::now() + HANDSHAKE_TIMEOUT,
+        }
+    }
+
+    /// Sets the socket's timeouts to the time left; TimedOut once none is.
+    fn arm(&self) -> io::Result<()> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        self.stream.set_read_timeout(Some(left))?;
+        self.stream.set_write_timeout(Some(left))
+    }
+}
+
+impl Read for Deadlined<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.arm()?;
+        (&mut &*self.stream).read(buf)
+    }
+}
+
+impl Write for Deadlined<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.arm()?;
+        (&mut &*self.stream).write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        (&mut &*self.stream).flush()
+    }
+}
 
 const GREETING: [u8; 8] = *b"hvd-tcp\0";
 const VERSION: u16 = 1;
@@ -271,6 +317,34 @@ mod tests {
     use std::thread;
 
     use super::*;
+
+    #[test]
+    fn a_peer_that_trickles_bytes_is_cut_off_at_the_handshake_deadline() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let trickler = thread::spawn(move || {
+            let mut stream = TcpStream::connect(addr).unwrap();
+            // One byte every 400 ms: each read is quick, the whole never arrives.
+            for _ in 0..40 {
+                if stream.write_all(b"h").is_err() {
+                    return;
+                }
+                thread::sleep(Duration::from_millis(400));
+            }
+        });
+        let (stream, _) = listener.accept().unwrap();
+        let started = Instant::now();
+        let mut hello = [0u8; HELLO_FIXED];
+        let err = read_exact(&mut Deadlined::new(&stream), &mut hello, "greeting").unwrap_err();
+        let took = started.elapsed();
+        drop(stream);
+        trickler.join().unwrap();
+        assert_eq!(err, "it sent no greeting within 5s");
+        assert!(
+            took < HANDSHAKE_TIMEOUT + Duration::from_secs(1),
+            "{took:?}"
+        );
+    }
 
     fn identity<'a>(rank: usize, group: &'a str, secret: &'a [u8]) -> Identity<'a> {
         Identity {

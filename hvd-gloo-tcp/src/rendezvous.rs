@@ -8,7 +8,8 @@
 //! at most [`HANDSHAKE_TIMEOUT`] and logged at warn with its address.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -16,7 +17,7 @@ use std::time::{Duration, Instant};
 use hvd_core::{Error, Result, Store, Topology};
 
 use crate::config::TcpConfig;
-use crate::handshake::{self, HANDSHAKE_TIMEOUT, Identity};
+use crate::handshake::{self, Deadlined, HANDSHAKE_TIMEOUT, Identity};
 use crate::io::Link;
 use crate::record::Record;
 use hvd_core::net as addr;
@@ -25,6 +26,9 @@ use crate::socket;
 
 /// How often the acceptor looks for new connections.
 const ACCEPT_POLL: Duration = Duration::from_millis(1);
+/// Handshakes with callers that are not (yet) known peers, allowed at once on top of one
+/// per rank.
+const MAX_STRAY_HANDSHAKES: usize = 64;
 /// Longest pause between retries while waiting for the store or a listener.
 const MAX_BACKOFF: Duration = Duration::from_millis(50);
 
@@ -231,15 +235,9 @@ impl Joiner<'_> {
                     *target,
                     left.clamp(Duration::from_millis(1), HANDSHAKE_TIMEOUT),
                 ) {
-                    Ok(mut stream) => {
+                    Ok(stream) => {
                         let describe = format!("rank {peer} ({target})");
-                        let timeouts = stream
-                            .set_read_timeout(Some(HANDSHAKE_TIMEOUT))
-                            .and_then(|()| stream.set_write_timeout(Some(HANDSHAKE_TIMEOUT)));
-                        timeouts.map_err(|e| {
-                            Error::io(format!("rank {}: connecting to {describe}", self.rank), &e)
-                        })?;
-                        handshake::dial(&mut stream, &me, peer, &describe)?;
+                        handshake::dial(&mut Deadlined::new(&stream), &me, peer, &describe)?;
                         return Ok((stream, *target));
                     }
                     Err(e) => last_error = format!("{target}: {e}"),
@@ -302,12 +300,23 @@ impl Joiner<'_> {
             tracing::warn!("rank {rank}: cannot accept connections: {e}");
             return;
         }
+        // Every real peer needs one handshake; strays beyond a margin are dropped, so a
+        // flood of connections cannot pile up threads.
+        let limit = self.size + MAX_STRAY_HANDSHAKES;
+        let running = Arc::new(AtomicUsize::new(0));
         while !stop.load(Ordering::Relaxed) {
             match listener.accept() {
+                Ok((_, addr)) if running.load(Ordering::SeqCst) >= limit => {
+                    tracing::warn!(
+                        "rank {rank}: refused a connection from {addr}: {limit} handshakes already under way"
+                    );
+                }
                 Ok((stream, addr)) => {
                     let (group, secret, size) =
                         (self.group(), self.config.secret.clone(), self.size);
                     let accepted = accepted.clone();
+                    let running = running.clone();
+                    running.fetch_add(1, Ordering::SeqCst);
                     thread::spawn(move || {
                         let me = Identity {
                             group: &group,
@@ -324,6 +333,7 @@ impl Joiner<'_> {
                                 "rank {rank}: refused a connection from {addr}: {reason}"
                             ),
                         }
+                        running.fetch_sub(1, Ordering::SeqCst);
                     });
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => thread::sleep(ACCEPT_POLL),
@@ -337,17 +347,14 @@ impl Joiner<'_> {
 }
 
 /// Runs the listener's handshake on an accepted connection.
-fn answer(
-    mut stream: TcpStream,
-    me: &Identity<'_>,
-) -> std::result::Result<(usize, TcpStream), String> {
+fn answer(stream: TcpStream, me: &Identity<'_>) -> std::result::Result<(usize, TcpStream), String> {
     let setup = stream
         .set_nonblocking(false)
-        .and_then(|()| stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT)))
-        .and_then(|()| stream.set_write_timeout(Some(HANDSHAKE_TIMEOUT)))
         .and_then(|()| socket::tune_accepted(&stream));
     setup.map_err(|e| format!("setting up the connection failed: {e}"))?;
-    let peer = handshake::answer(&mut stream, me, |r| r > me.rank && r < me.size)?;
+    let peer = handshake::answer(&mut Deadlined::new(&stream), me, |r| {
+        r > me.rank && r < me.size
+    })?;
     Ok((peer, stream))
 }
 
