@@ -84,6 +84,14 @@ impl<'a> Reader<'a> {
     fn u8(&mut self, what: &str) -> Result<u8> {
         Ok(self.take(1, what)?[0])
     }
+    /// A presence flag: exactly 0 or 1, so a corrupted byte is an error, not "present".
+    fn flag(&mut self, what: &str) -> Result<bool> {
+        match self.u8(what)? {
+            0 => Ok(false),
+            1 => Ok(true),
+            other => Err(self.bad(&format!("{what} is {other}, not 0 or 1"))),
+        }
+    }
     fn u64(&mut self, what: &str) -> Result<u64> {
         let b = self.take(8, what)?;
         Ok(u64::from_le_bytes([
@@ -212,9 +220,9 @@ impl Announcement {
         let requests = (0..n)
             .map(|_| decode_request(&mut r))
             .collect::<Result<_>>()?;
-        let leaving = match r.u8("leaving flag")? {
-            0 => None,
-            _ => Some(r.str("leaving reason")?),
+        let leaving = match r.flag("leaving flag")? {
+            false => None,
+            true => Some(r.str("leaving reason")?),
         };
         let m = r.count(24, "stalled count")?;
         let stalled = (0..m)
@@ -226,9 +234,9 @@ impl Announcement {
                 })
             })
             .collect::<Result<_>>()?;
-        let tune = match r.u8("tune flag")? {
-            0 => None,
-            _ => Some(Params {
+        let tune = match r.flag("tune flag")? {
+            false => None,
+            true => Some(Params {
                 fusion_threshold: r.usize("fusion threshold")?,
                 cycle_time: std::time::Duration::from_nanos(r.u64("cycle time")?),
             }),
@@ -301,12 +309,36 @@ mod tests {
             let _ = Announcement::decode(&bytes, 3, 0);
         }
 
+        /// Past the magic number too: a valid message with one byte changed decodes to
+        /// something or fails, and never panics or allocates without bound.
+        #[test]
+        fn a_corrupted_message_never_panics(
+            requests in proptest::collection::vec(request(), 1..3),
+            at in any::<proptest::sample::Index>(),
+            byte in any::<u8>(),
+        ) {
+            let mut bytes = Announcement { requests, ..Default::default() }.encode();
+            let i = at.index(bytes.len());
+            bytes[i] = byte;
+            let _ = Announcement::decode(&bytes, 3, 0);
+        }
+
         #[test]
         fn truncations_are_errors(requests in proptest::collection::vec(request(), 1..3), cut in 1usize..40) {
             let bytes = Announcement { requests, ..Default::default() }.encode();
             let cut = cut.min(bytes.len() - 1);
             prop_assert!(Announcement::decode(&bytes[..bytes.len() - cut], 2, 0).is_err());
         }
+    }
+
+    #[test]
+    fn a_flag_byte_other_than_0_or_1_is_named() {
+        let mut bytes = Announcement::default().encode();
+        bytes[16] = 2; // after the magic and the request count: the leaving flag
+        assert_eq!(
+            Announcement::decode(&bytes, 2, 0).unwrap_err().to_string(),
+            "rank 0: protocol error from rank 2: malformed negotiation message: leaving flag is 2, not 0 or 1"
+        );
     }
 
     #[test]
