@@ -42,13 +42,7 @@ impl MpiCollective {
             unsafe { ffi::MPI_Comm_dup(ffi::RSMPI_COMM_WORLD, &mut dup) }
         };
         if code != 0 {
-            return Err(crate::error::mpi_error(
-                0,
-                "connect",
-                "MPI",
-                "MPI_Comm_dup",
-                code,
-            ));
+            return Err(crate::error::setup_error("MPI_Comm_dup", code));
         }
         let comm = Comm::adopt(dup, library, config.timeout)?;
         let topology = Topology::from_hosts(comm.rank, comm.hosts()?);

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use hvd_core::{Error, Result};
 use mpi::ffi;
 
-use crate::error::mpi_error;
+use crate::error::{mpi_error, setup_error};
 use crate::library::Library;
 use crate::watchdog::Watch;
 
@@ -100,7 +100,7 @@ impl Comm {
                 .zip(["MPI_Comm_set_errhandler", "MPI_Comm_rank", "MPI_Comm_size"])
         {
             if code != 0 {
-                return Err(mpi_error(comm.rank, "connect", "MPI", call, code));
+                return Err(setup_error(call, code));
             }
         }
         Ok(comm)

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use hvd_core::{Error, Result};
 use mpi::ffi;
 
-use crate::error::mpi_error;
+use crate::error::setup_error;
 use crate::user_ops::UserOps;
 
 /// How the calls of several threads reach MPI.
@@ -176,5 +176,5 @@ fn check_init(code: c_int, call: &str) -> Result<()> {
     if code == 0 {
         return Ok(());
     }
-    Err(mpi_error(0, "init", "MPI", call, code))
+    Err(setup_error(call, code))
 }

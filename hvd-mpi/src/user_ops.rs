@@ -8,7 +8,7 @@ use std::os::raw::{c_int, c_void};
 use hvd_core::{DType, ReduceOp, Result, kernels};
 use mpi::ffi;
 
-use crate::error::mpi_error;
+use crate::error::setup_error;
 
 type Callback = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut ffi::MPI_Datatype);
 
@@ -76,7 +76,7 @@ impl UserOps {
             // SAFETY: MPI is initialised; every callback is commutative.
             let code = unsafe { ffi::MPI_Op_create(Some(callback), 1, &mut handle) };
             if code != 0 {
-                return Err(mpi_error(0, "init", "MPI", "MPI_Op_create", code));
+                return Err(setup_error("MPI_Op_create", code));
             }
             ops.push((dtype, op, handle));
         }
