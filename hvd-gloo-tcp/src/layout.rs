@@ -140,9 +140,24 @@ impl<'a> Layout<'a> {
         }
     }
 
+    /// `range` cut short after its first `n` regions: a vectored call takes no more, and
+    /// walking the rest of a frame of thousands of tensors on every call would make each
+    /// read and write cost O(tensors).
+    fn first_regions(&self, range: Range<usize>, n: usize) -> Range<usize> {
+        let Some(last) = (self.region_at(range.start) + n).checked_sub(1) else {
+            return range.start..range.start;
+        };
+        let end = self
+            .regions
+            .get(last)
+            .map_or(range.end, |r| r.end().min(range.end));
+        range.start..end
+    }
+
     /// Fills `out` with the pieces of `range` for a vectored write; returns how many.
     pub(crate) fn gather<'s>(&'s self, range: Range<usize>, out: &mut [IoSlice<'s>]) -> usize {
         let mut count = 0;
+        let range = self.first_regions(range, out.len());
         self.for_each_part(range, |index, local| {
             if count < out.len() {
                 out[count] = IoSlice::new(&self.regions[index].bytes()[local]);
@@ -154,6 +169,7 @@ impl<'a> Layout<'a> {
 
     /// The pieces of `range` for a vectored read, at most [`MAX_IOV`] of them.
     pub(crate) fn scatter(&mut self, range: Range<usize>) -> io::Result<Vec<IoSliceMut<'_>>> {
+        let range = self.first_regions(range, MAX_IOV);
         let (first, locals) = self.parts(range);
         self.regions[first..]
             .iter_mut()
