@@ -2,10 +2,8 @@
 
 use candle_core::Var;
 use candle_nn::VarMap;
-use hvd_core::Error;
 
-use super::tensor_buffer::TensorBuffer;
-use super::{check_unique_names, hvd_error, named_vars, rank_in};
+use super::{check_unique_names, host_buffer, hvd_error, named_vars, rank_in};
 use crate::ProcessSet;
 
 /// Sets every variable of `varmap` to `root`'s value (Horovod's
@@ -35,14 +33,7 @@ pub fn broadcast_vars(
     check_unique_names("broadcast", set, vars)?;
     let mut handles = Vec::with_capacity(vars.len());
     for (name, var) in vars {
-        let buffer = TensorBuffer::from_tensor(var.as_tensor())?.ok_or_else(|| {
-            hvd_error(Error::invalid(
-                rank_in(set),
-                "broadcast",
-                name.clone(),
-                format!("candle dtype {:?} has no hvd equivalent", var.dtype()),
-            ))
-        })?;
+        let buffer = host_buffer(set, "broadcast", name, var.as_tensor())?;
         handles.push((
             var,
             set.broadcast_async(name, buffer, root).map_err(hvd_error)?,

@@ -80,6 +80,24 @@ fn hvd_error(err: hvd_core::Error) -> candle_core::Error {
     candle_core::Error::Wrapped(Box::new(err))
 }
 
+/// `tensor` on the host for `op` of the tensor `name`; an error naming both when hvd has
+/// no dtype for it.
+fn host_buffer(
+    set: &crate::ProcessSet,
+    op: &'static str,
+    name: &str,
+    tensor: &candle_core::Tensor,
+) -> candle_core::Result<tensor_buffer::TensorBuffer> {
+    tensor_buffer::TensorBuffer::from_tensor(tensor)?.ok_or_else(|| {
+        hvd_error(hvd_core::Error::invalid(
+            rank_in(set),
+            op,
+            name,
+            format!("candle dtype {:?} has no hvd equivalent", tensor.dtype()),
+        ))
+    })
+}
+
 /// This rank's rank in `set`, for error messages (0 when it is not a member).
 fn rank_in(set: &crate::ProcessSet) -> usize {
     set.topology().map_or(0, |t| t.rank())

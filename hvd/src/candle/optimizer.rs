@@ -6,8 +6,7 @@ use candle_core::{Tensor, Var};
 use candle_nn::{Optimizer, VarMap};
 use hvd_core::{Error, ReduceOp};
 
-use super::tensor_buffer::TensorBuffer;
-use super::{check_unique_names, hvd_error, named_vars, rank_in};
+use super::{check_unique_names, host_buffer, hvd_error, named_vars};
 use crate::ProcessSet;
 
 /// Wraps a candle optimizer so that every step uses the gradients averaged over the ranks
@@ -145,14 +144,7 @@ impl<O: Optimizer> DistributedOptimizer<O> {
                 Some(grad) => grad,
                 None => var.zeros_like()?,
             };
-            let buffer = TensorBuffer::from_tensor(&grad)?.ok_or_else(|| {
-                hvd_error(Error::invalid(
-                    rank_in(&self.set),
-                    "allreduce",
-                    name.as_str(),
-                    format!("candle dtype {:?} has no hvd equivalent", grad.dtype()),
-                ))
-            })?;
+            let buffer = host_buffer(&self.set, "allreduce", name, &grad)?;
             let handle = self
                 .set
                 .allreduce_async(name, buffer, self.op)
