@@ -34,8 +34,12 @@ pub enum Error {
         reason: String,
     },
 
-    /// A peer disappeared (closed, reset or died) while this rank needed it.
-    #[error("rank {rank}: lost rank {peer} during {op} of tensor '{tensor}': {cause}")]
+    /// A peer disappeared (closed, reset or died) while this rank needed it. An empty
+    /// `tensor` leaves the tensor out (operations on no tensor: barrier, negotiation).
+    #[error(
+        "rank {rank}: lost rank {peer} during {op}{}: {cause}",
+        of_tensor(tensor)
+    )]
     PeerLost {
         rank: usize,
         peer: usize,
@@ -44,9 +48,10 @@ pub enum Error {
         cause: String,
     },
 
-    /// A wait ran out of time.
+    /// A wait ran out of time. An empty `tensor` leaves the tensor out.
     #[error(
-        "rank {rank}: {op} of tensor '{tensor}' timed out after {waited:?} waiting for {waiting_for}"
+        "rank {rank}: {op}{} timed out after {waited:?} waiting for {waiting_for}",
+        of_tensor(tensor)
     )]
     Timeout {
         rank: usize,
@@ -76,6 +81,28 @@ pub enum Error {
         expected: String,
     },
 
+    /// A variable or option that only works with a companion was given without it.
+    #[error("{set} is set but {missing} is not: {hint}")]
+    Incomplete {
+        set: String,
+        missing: String,
+        hint: String,
+    },
+
+    /// Ranks called a collective control operation (`add_process_set`, ...) with
+    /// different arguments.
+    #[error(
+        "Mismatched {property} in {op}: rank {rank_a} has {value_a}, rank {rank_b} has {value_b}"
+    )]
+    MismatchedCall {
+        op: &'static str,
+        property: &'static str,
+        rank_a: usize,
+        value_a: String,
+        rank_b: usize,
+        value_b: String,
+    },
+
     /// The rendezvous store failed or timed out.
     #[error("store: {0}")]
     Store(String),
@@ -95,6 +122,15 @@ pub enum Error {
     /// The job is shutting down; `cause` carries the first failure that started it.
     #[error("hvd is shut down: {cause}")]
     Shutdown { cause: String },
+}
+
+/// " of tensor 'name'", or nothing for an operation on no tensor.
+fn of_tensor(tensor: &str) -> String {
+    if tensor.is_empty() {
+        String::new()
+    } else {
+        format!(" of tensor '{tensor}'")
+    }
 }
 
 impl Error {

@@ -76,6 +76,20 @@ fn number(names: &[&str]) -> Result<Option<(String, usize)>> {
     env::parse_first(names, "a whole number")
 }
 
+/// The error for one of a launcher's rank and size variables without the other: names
+/// the companion of the same spelling (`HOROVOD_RANK` wants `HOROVOD_SIZE`).
+fn incomplete(launcher: &Launcher, set: &str, family: &[&str], companions: &[&str]) -> Error {
+    let at = family.iter().position(|n| *n == set).unwrap_or(0);
+    Error::Incomplete {
+        set: set.into(),
+        missing: companions[at.min(companions.len() - 1)].into(),
+        hint: format!(
+            "{} sets both; set both, or neither to run one rank on its own",
+            launcher.name
+        ),
+    }
+}
+
 /// The first launcher whose variables are set: its name, the rank and the size.
 fn detect() -> Result<Option<(&'static str, usize, usize)>> {
     for launcher in &LAUNCHERS {
@@ -91,15 +105,11 @@ fn detect() -> Result<Option<(&'static str, usize, usize)>> {
                 }
                 return Ok(Some((launcher.name, rank, size)));
             }
-            (Some((name, _)), None) | (None, Some((name, _))) => {
-                return Err(Error::Config {
-                    name,
-                    value: "set alone".into(),
-                    expected: format!(
-                        "both {} and {} (as {} sets them)",
-                        launcher.rank[0], launcher.size[0], launcher.name
-                    ),
-                });
+            (Some((set, _)), None) => {
+                return Err(incomplete(launcher, &set, launcher.rank, launcher.size));
+            }
+            (None, Some((set, _))) => {
+                return Err(incomplete(launcher, &set, launcher.size, launcher.rank));
             }
         }
     }

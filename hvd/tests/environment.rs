@@ -86,6 +86,40 @@ fn print_config() {
 }
 
 #[test]
+#[ignore = "run by the other tests in a child process"]
+fn print_init() {
+    print_result(hvd::init(), |h| {
+        format!("rank {} of {}", h.rank(), h.size())
+    });
+}
+
+#[test]
+fn log_levels_take_horovods_names_and_refuse_others() {
+    for level in [
+        "warning", "FATAL", "debug", "trace", "info", "error", "warn", "off",
+    ] {
+        assert_eq!(
+            child_with("print_init", &[("HOROVOD_LOG_LEVEL", level)]),
+            "rank 0 of 1",
+            "{level}"
+        );
+    }
+    let expected = "a log level: one of trace, debug, info, warn, warning, error, fatal, off (for per-module filters use RUST_LOG)";
+    assert_eq!(
+        child_with("print_init", &[("HOROVOD_LOG_LEVEL", "verbose")]),
+        format!("error: invalid value \"verbose\" for HOROVOD_LOG_LEVEL: expected {expected}")
+    );
+    // Checked even when RUST_LOG decides the filter.
+    assert_eq!(
+        child_with(
+            "print_init",
+            &[("HVD_LOG_LEVEL", "warnings"), ("RUST_LOG", "info")]
+        ),
+        format!("error: invalid value \"warnings\" for HVD_LOG_LEVEL: expected {expected}")
+    );
+}
+
+#[test]
 fn configuration_takes_units_aliases_and_names_bad_values() {
     assert_eq!(
         child_with(
@@ -175,7 +209,15 @@ fn bad_launcher_variables_are_named() {
     );
     assert_eq!(
         world_with(&[("OMPI_COMM_WORLD_RANK", "0")]),
-        "error: invalid value \"set alone\" for OMPI_COMM_WORLD_RANK: expected both OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE (as Open MPI sets them)"
+        "error: OMPI_COMM_WORLD_RANK is set but OMPI_COMM_WORLD_SIZE is not: Open MPI sets both; set both, or neither to run one rank on its own"
+    );
+    assert_eq!(
+        world_with(&[("HVD_RANK", "1")]),
+        "error: HVD_RANK is set but HVD_SIZE is not: hvdrun sets both; set both, or neither to run one rank on its own"
+    );
+    assert_eq!(
+        world_with(&[("HOROVOD_SIZE", "2")]),
+        "error: HOROVOD_SIZE is set but HOROVOD_RANK is not: hvdrun sets both; set both, or neither to run one rank on its own"
     );
     assert_eq!(
         world_with(&[("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "2")]),
@@ -187,7 +229,7 @@ fn bad_launcher_variables_are_named() {
             ("WORLD_SIZE", "2"),
             ("MASTER_ADDR", "127.0.0.1")
         ]),
-        "error: invalid value \"set alone\" for MASTER_ADDR: expected MASTER_PORT set as well: rank 0's host and port for rendezvous"
+        "error: MASTER_ADDR is set but MASTER_PORT is not: together they give rank 0's host and port for rendezvous"
     );
     assert_eq!(
         world_with(&[

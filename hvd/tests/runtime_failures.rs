@@ -122,8 +122,27 @@ fn process_sets_run_among_their_members_only() {
             .is_member()
             .then(|| all_but_0.allreduce("y", vec![1u8], ReduceOp::Sum).unwrap());
         hvd.remove_process_set(&all_but_0).unwrap();
-        (sum, set_rank, refused, all_but_0.id(), dynamic)
+        let after_removal = all_but_0.is_member().then(|| {
+            all_but_0
+                .allreduce("z", vec![1u8], ReduceOp::Sum)
+                .unwrap_err()
+                .to_string()
+        });
+        (
+            sum,
+            set_rank,
+            refused,
+            all_but_0.id(),
+            dynamic,
+            after_removal,
+        )
     });
+    assert_eq!(
+        results[1].5.as_deref(),
+        Some(
+            "rank 1: invalid allreduce of tensor 'z': process set 3 (ranks [1, 2, 3]) was removed by remove_process_set"
+        )
+    );
     let sums: Vec<i32> = results.iter().map(|r| r.0[0]).collect();
     assert_eq!(sums, [2, 4, 2, 4]);
     let set_ranks: Vec<usize> = results.iter().map(|r| r.1).collect();
@@ -162,4 +181,76 @@ fn a_rank_that_leaves_fails_the_others_with_its_rank_in_the_message() {
         assert_eq!(pending, expected);
         assert_eq!(later, expected);
     }
+}
+
+#[test]
+fn process_sets_with_different_members_fail_at_once_on_every_rank() {
+    for third in [vec![2, 0], vec![0, 1, 2]] {
+        let started = Instant::now();
+        let results = job(3, config(), |hvd| {
+            let members = if hvd.rank() == 2 {
+                third.clone()
+            } else {
+                vec![0, 2]
+            };
+            hvd.add_process_set(&members).unwrap_err().to_string()
+        });
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        let expected = format!(
+            "Mismatched members in add_process_set: rank 0 has [0, 2], rank 2 has {third:?}"
+        );
+        assert_eq!(results, vec![expected; 3]);
+    }
+}
+
+#[test]
+fn control_operations_give_up_at_their_timeout_naming_the_set() {
+    let release = std::sync::Barrier::new(3);
+    let results = job(3, config(), |hvd| {
+        let waited = Duration::from_millis(200);
+        let outcome = if hvd.rank() == 2 {
+            // Arrives late at everything: the others time out, then it completes them.
+            release.wait();
+            hvd.barrier().unwrap();
+            hvd.add_process_set(&[0, 1]).unwrap();
+            String::new()
+        } else {
+            let barrier = hvd.barrier_timeout(waited).unwrap_err().to_string();
+            let added = hvd
+                .add_process_set_timeout(&[0, 1], waited)
+                .unwrap_err()
+                .to_string();
+            release.wait();
+            format!("{barrier}\n{added}")
+        };
+        // Every rank joins: each then waits for the last one, which arrives after 200 ms.
+        if hvd.rank() == 1 {
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        let joined = if hvd.rank() == 0 {
+            hvd.join_timeout(Duration::from_millis(100))
+                .unwrap_err()
+                .to_string()
+        } else {
+            hvd.join().unwrap().to_string()
+        };
+        // Rank 0 stays until the others' joins complete: leaving would fail them.
+        release.wait();
+        (outcome, joined)
+    });
+    let (outcome, joined) = &results[0];
+    assert_eq!(
+        outcome,
+        "rank 0: barrier timed out after 200ms waiting for every member of process set 0 (ranks [0, 1, 2]) to reach the barrier; it stays pending, and the stall warning (HVD_STALL_CHECK_TIME) names the ranks still missing\n\
+         rank 0: add_process_set timed out after 200ms waiting for every member of process set 0 (ranks [0, 1, 2]) to call add_process_set; it stays pending, and the stall warning (HVD_STALL_CHECK_TIME) names the ranks still missing"
+    );
+    assert_eq!(
+        joined,
+        "rank 0: join timed out after 100ms waiting for every member of process set 0 (ranks [0, 1, 2]) to join; it stays pending, and the stall warning (HVD_STALL_CHECK_TIME) names the ranks still missing"
+    );
+    assert_eq!(results[1].1, "1");
 }

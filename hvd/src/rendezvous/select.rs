@@ -107,10 +107,10 @@ fn store_port() -> Result<Option<u16>> {
 }
 
 fn alone(set: &str, missing: &str) -> Error {
-    Error::Config {
-        name: set.into(),
-        value: "set alone".into(),
-        expected: format!("{missing} set as well: rank 0's host and port for rendezvous"),
+    Error::Incomplete {
+        set: set.into(),
+        missing: missing.into(),
+        hint: "together they give rank 0's host and port for rendezvous".into(),
     }
 }
 

@@ -90,7 +90,7 @@ impl Builder {
     /// Connects (unless a collective was given), starts the background thread, and
     /// creates the static process sets.
     pub fn build(self) -> Result<Hvd> {
-        crate::logging::install();
+        crate::logging::install()?;
         let config = match self.config {
             Some(config) => config,
             None => Config::from_env()?,
@@ -225,8 +225,26 @@ impl Hvd {
     /// Creates a process set of `members` (global ranks). Every rank of the job must call
     /// it with the same members; non-members get a set they cannot run collectives on.
     pub fn add_process_set(&self, members: &[usize]) -> Result<ProcessSet> {
+        self.add_process_set_within(members, None)
+    }
+
+    /// Like [`add_process_set`](Self::add_process_set), but fails after `timeout` with an
+    /// error naming the call (the addition stays pending until every rank makes it).
+    pub fn add_process_set_timeout(
+        &self,
+        members: &[usize],
+        timeout: std::time::Duration,
+    ) -> Result<ProcessSet> {
+        self.add_process_set_within(members, Some(timeout))
+    }
+
+    fn add_process_set_within(
+        &self,
+        members: &[usize],
+        timeout: Option<std::time::Duration>,
+    ) -> Result<ProcessSet> {
         validate::members(self.rank(), self.size(), members)?;
-        let id = self.global.add_set_request(members)?;
+        let id = self.global.add_set_request(members, timeout)?;
         self.process_set(id).ok_or_else(|| Error::Shutdown {
             cause: format!("internal error: process set {id} vanished"),
         })

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use hvd_core::{Error, ReduceOp, Reduction, Result, Topology, validate};
 
@@ -122,17 +123,20 @@ impl ProcessSet {
     }
 
     fn engine(&self, op: &'static str, name: &str) -> Result<&Arc<SetEngine>> {
-        self.engine.as_ref().ok_or_else(|| {
-            Error::invalid(
-                self.global_rank,
-                op,
-                name,
-                format!(
-                    "rank {} is not a member of process set {} (ranks {:?})",
-                    self.global_rank, self.id, self.members
-                ),
-            )
-        })
+        let invalid = |reason| Error::invalid(self.global_rank, op, name, reason);
+        let engine = self.engine.as_ref().ok_or_else(|| {
+            invalid(format!(
+                "rank {} is not a member of process set {} (ranks {:?})",
+                self.global_rank, self.id, self.members
+            ))
+        })?;
+        if engine.removed.load(Ordering::Relaxed) {
+            return Err(invalid(format!(
+                "process set {} (ranks {:?}) was removed by remove_process_set",
+                self.id, self.members
+            )));
+        }
+        Ok(engine)
     }
 
     fn submit<T>(
@@ -338,6 +342,17 @@ impl ProcessSet {
 
     /// Returns once every member has reached the barrier.
     pub fn barrier(&self) -> Result<()> {
+        self.barrier_within(None)
+    }
+
+    /// Like [`barrier`](Self::barrier), but fails after `timeout` with an error naming
+    /// the set. The barrier stays pending: the missing ranks still complete it when
+    /// they arrive, so a later barrier on this rank is the next one, not this one again.
+    pub fn barrier_timeout(&self, timeout: Duration) -> Result<()> {
+        self.barrier_within(Some(timeout))
+    }
+
+    fn barrier_within(&self, timeout: Option<Duration>) -> Result<()> {
         let engine = self.engine("barrier", "barrier")?;
         let n = engine.barriers.fetch_add(1, Ordering::Relaxed);
         let request = Request::new(
@@ -346,26 +361,90 @@ impl ProcessSet {
             hvd_core::DType::U8,
             vec![],
         );
-        self.submit(request, None, done)?.wait()
+        let handle = self.submit(request, None, done)?;
+        self.wait_within(handle, timeout, "barrier", "reach the barrier")
     }
 
     /// Declares that this rank has no more data: until every member has joined, it
     /// contributes zeros to the other ranks' allreduces (`Average` still divides by the
     /// full size). Returns the last rank to join, on every rank.
     pub fn join(&self) -> Result<usize> {
-        let request = Request::new("hvd.join", OpKind::Join, hvd_core::DType::U8, vec![]);
-        self.submit(request, None, rank_of)?.wait()
+        self.join_within(None)
     }
 
-    pub(crate) fn add_set_request(&self, members: &[usize]) -> Result<usize> {
+    /// Like [`join`](Self::join), but fails after `timeout` with an error naming the
+    /// set; this rank stays joined.
+    pub fn join_timeout(&self, timeout: Duration) -> Result<usize> {
+        self.join_within(Some(timeout))
+    }
+
+    fn join_within(&self, timeout: Option<Duration>) -> Result<usize> {
+        let request = Request::new("hvd.join", OpKind::Join, hvd_core::DType::U8, vec![]);
+        let handle = self.submit(request, None, rank_of)?;
+        self.wait_within(handle, timeout, "join", "join")
+    }
+
+    /// Waits for a control operation, for at most `timeout` when one is given.
+    fn wait_within<T>(
+        &self,
+        handle: Handle<T>,
+        timeout: Option<Duration>,
+        op: &'static str,
+        what_others_do: &str,
+    ) -> Result<T> {
+        let Some(timeout) = timeout else {
+            return handle.wait();
+        };
+        handle.wait_timeout(timeout).unwrap_or_else(|_| {
+            Err(Error::Timeout {
+                rank: self.global_rank,
+                op,
+                tensor: String::new(),
+                waited: timeout,
+                waiting_for: format!(
+                    "every member of process set {} (ranks {:?}) to {what_others_do}; it \
+                     stays pending, and the stall warning (HVD_STALL_CHECK_TIME) names the \
+                     ranks still missing",
+                    self.id, self.members
+                ),
+            })
+        })
+    }
+
+    pub(crate) fn add_set_request(
+        &self,
+        members: &[usize],
+        timeout: Option<Duration>,
+    ) -> Result<usize> {
+        let op = "add_process_set";
+        let engine = self.engine(op, op)?;
+        let n = engine.set_additions.fetch_add(1, Ordering::Relaxed);
         let mut request = Request::new(
-            format!("hvd.add_process_set{members:?}"),
+            format!("hvd.add_process_set.{n}"),
             OpKind::AddProcessSet,
             hvd_core::DType::U8,
             vec![],
         );
         request.splits = members.to_vec();
-        self.submit(request, None, rank_of)?.wait()
+        let handle = self.submit(request, None, rank_of)?;
+        self.wait_within(handle, timeout, op, "call add_process_set")
+            .map_err(|e| match e {
+                Error::Mismatch {
+                    rank_a,
+                    value_a,
+                    rank_b,
+                    value_b,
+                    ..
+                } => Error::MismatchedCall {
+                    op,
+                    property: "members",
+                    rank_a,
+                    value_a,
+                    rank_b,
+                    value_b,
+                },
+                other => other,
+            })
     }
 
     pub(crate) fn remove_set_request(&self, id: usize) -> Result<()> {

@@ -2,7 +2,7 @@
 //! background thread.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -22,6 +22,12 @@ pub(crate) struct SetEngine {
     pub stats: Arc<Stats>,
     /// Numbers barriers, which have no name of their own.
     pub barriers: AtomicU64,
+    /// Numbers process-set additions, which every rank makes in the same order: a name
+    /// made of the count (not the members) lets ranks that pass different members meet
+    /// and be told so.
+    pub set_additions: AtomicU64,
+    /// Set when the process set was removed: later calls say so.
+    pub removed: AtomicBool,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -62,6 +68,8 @@ impl SetEngine {
             queue,
             stats,
             barriers: AtomicU64::new(0),
+            set_additions: AtomicU64::new(0),
+            removed: AtomicBool::new(false),
             thread: Mutex::new(Some(thread)),
         }))
     }
@@ -152,6 +160,7 @@ impl SetRegistry for Registry {
         match removed {
             Some((_, engine)) => {
                 if let Some(engine) = engine {
+                    engine.removed.store(true, Ordering::Relaxed);
                     engine.shutdown();
                 }
                 Ok(())

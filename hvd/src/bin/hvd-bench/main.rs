@@ -27,7 +27,10 @@ use args::{BenchOp, Cli, Command, Sweep};
 use measure::{Plan, measure};
 
 fn main() -> ExitCode {
-    hvd::logging::install();
+    if let Err(e) = hvd::logging::install() {
+        eprintln!("hvd-bench: {e}");
+        return ExitCode::from(2);
+    }
     let cli = Cli::parse();
     match run(&cli) {
         Ok(code) => code,

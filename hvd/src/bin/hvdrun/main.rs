@@ -15,7 +15,10 @@ use hvd::launch::{Host, Job, JobOutcome, Output, Ssh, parse_hostfile, parse_host
 use cli::Cli;
 
 fn main() -> ExitCode {
-    hvd::logging::install();
+    if let Err(e) = hvd::logging::install() {
+        eprintln!("hvdrun: {e}");
+        return ExitCode::from(2);
+    }
     let cli = Cli::parse_from(cli::mpirun_style(std::env::args()));
     if cli.check_build {
         print!("{}", check::build_report());
