@@ -134,6 +134,16 @@ fn of_tensor(tensor: &str) -> String {
 }
 
 impl Error {
+    /// The rank this error blames for leaving the group (dead, disconnected or silent),
+    /// if any: what a launcher needs to tell the cause of a failure from its
+    /// consequences.
+    pub fn lost_peer(&self) -> Option<usize> {
+        match self {
+            Error::PeerLost { peer, .. } => Some(*peer),
+            _ => None,
+        }
+    }
+
     /// Wraps an I/O error with a description of what was being done.
     pub fn io(context: impl Into<String>, err: &std::io::Error) -> Self {
         Error::Io {

@@ -11,6 +11,7 @@ use std::str::FromStr;
 use hvd_core::{Collective, Error, Result};
 
 use crate::World;
+use crate::launch::witness::LossWitness;
 
 /// The transports this build of hvd can use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,6 +128,10 @@ pub fn connect(backend: Backend, world: &World) -> Result<Box<dyn Collective>> {
     // Every program that connects this way shows in its launcher's progress, and is not
     // taken for a rank that never started.
     world.check_in();
+    if world.launcher == "hvdrun" {
+        // hvdrun reads which peer each failed rank lost, to name the one that died.
+        return Ok(Box::new(LossWitness::new(collective, world.store.clone())));
+    }
     Ok(collective)
 }
 

@@ -148,8 +148,90 @@ fn a_rank_killed_by_a_signal_gives_128_plus_the_signal() {
     assert_eq!(out.status.code(), Some(137));
     assert_eq!(
         text(&out.stderr),
-        "hvdrun: rank 1 failed first (killed by signal 9); the other ranks were stopped. It wrote nothing to stderr.\n"
+        "hvdrun: rank 1 failed first (killed by signal 9); the other rank was stopped. It wrote nothing to stderr.\n"
     );
+    assert_none_left(marker);
+}
+
+/// The pid of the process whose environment has `HVD_RANK=rank` and `marker`.
+fn rank_pid(marker: &str, rank: usize) -> Option<libc::pid_t> {
+    let wanted = format!("HVD_RANK={rank}");
+    std::fs::read_dir("/proc").ok()?.find_map(|entry| {
+        let entry = entry.ok()?;
+        let pid: libc::pid_t = entry.file_name().to_str()?.parse().ok()?;
+        let environ = std::fs::read(entry.path().join("environ")).ok()?;
+        let vars: Vec<&[u8]> = environ.split(|b| *b == 0).collect();
+        (vars.contains(&wanted.as_bytes()) && vars.contains(&marker.as_bytes())).then_some(pid)
+    })
+}
+
+fn kill(pid: libc::pid_t, signal: libc::c_int) {
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+}
+
+#[test]
+fn a_rank_killed_mid_allreduce_is_named_not_the_survivors_that_lost_it() {
+    // Three trials at different moments; `cargo xtask` has a 30-trial version of this.
+    for (trial, delay_ms) in [150u64, 400, 900].into_iter().enumerate() {
+        let marker = format!("HVDRUN_TEST_KILL={trial}");
+        let child = Command::new(HVDRUN)
+            .args(["-np", "3", "-x", &marker, env!("CARGO_BIN_EXE_hvd-bench")])
+            .args([
+                "allreduce",
+                "--sizes",
+                "16M",
+                "--iters",
+                "100000",
+                "--warmup",
+                "0",
+            ])
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let victim = loop {
+            if (0..3).all(|r| rank_pid(&marker, r).is_some()) {
+                break rank_pid(&marker, 2).unwrap();
+            }
+            assert!(Instant::now() < deadline, "the ranks did not start");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        kill(victim, libc::SIGKILL);
+        let out = child.wait_with_output().unwrap();
+        let stderr = text(&out.stderr);
+        let summary = stderr
+            .lines()
+            .find(|l| l.starts_with("hvdrun: rank"))
+            .unwrap_or_default();
+        assert_eq!(
+            summary,
+            "hvdrun: rank 2 failed first (killed by signal 9); ranks 0, 1 failed because they lost rank 2. It wrote nothing to stderr.",
+            "trial {trial}: {stderr}"
+        );
+        assert_eq!(out.status.code(), Some(137), "trial {trial}: {stderr}");
+    }
+}
+
+#[test]
+fn local_ranks_die_with_a_killed_hvdrun() {
+    let marker = "30.0505";
+    let child = Command::new(HVDRUN)
+        .args(["-np", "2", "sleep", marker])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while processes_with(marker) < 3 {
+        assert!(Instant::now() < deadline, "the ranks did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    kill(libc::pid_t::try_from(child.id()).unwrap(), libc::SIGKILL);
+    let _ = child.wait_with_output();
     assert_none_left(marker);
 }
 

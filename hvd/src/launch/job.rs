@@ -17,6 +17,8 @@ use super::interrupt;
 use super::outcome::{JobOutcome, MissingRank, ended};
 use super::output::{Destination, Output, Stream, Tail};
 use super::ssh::{Ssh, travels};
+use super::verdict::{Seen, Verdict, verdict};
+use super::witness::lost_by;
 use crate::rendezvous::{STORE_ADDR_VAR, StoreServer};
 
 /// The store counter every rank adds 1 to once its transport is connected.
@@ -95,6 +97,14 @@ impl Rank {
     fn tail(&self) -> Vec<String> {
         let tail = self.tail.lock().unwrap_or_else(|e| e.into_inner());
         tail.iter().cloned().collect()
+    }
+
+    /// Whether a signal ended it (over ssh: the remote shell's 128 + N).
+    fn killed_by_signal(&self) -> bool {
+        use std::os::unix::process::ExitStatusExt;
+        self.status.is_some_and(|s| {
+            s.signal().is_some() || (self.over_ssh && matches!(s.code(), Some(129..=192)))
+        })
     }
 
     /// How it ended, in words, and its exit code; None while it runs.
@@ -298,6 +308,7 @@ impl Job {
                 .envs(env)
                 .env("HVD_SECRET", launch.secret)
                 .env_remove("HVD_STORE_DIR");
+            die_with_launcher(&mut command);
             command
         };
         let tail: Tail = Arc::new(Mutex::new(VecDeque::new()));
@@ -375,20 +386,11 @@ impl Job {
                     .map_err(|e| Error::io(format!("waiting for rank {rank}"), &e))?;
                 if let Some(status) = status {
                     ranks[rank].status = Some(status);
-                    if let Some((text, exit_code)) =
-                        ranks[rank].ended().filter(|_| !status.success())
-                    {
+                    if !status.success() {
                         if let Some(watch) = &checkin {
                             watch.finish();
                         }
-                        stop(ranks, self.grace);
-                        return Ok(JobOutcome::Failed {
-                            rank,
-                            host: ranks[rank].host.clone(),
-                            status: text,
-                            exit_code,
-                            stderr_tail: ranks[rank].tail(),
-                        });
+                        return Ok(self.failure(ranks, store, rank));
                     }
                 }
             }
@@ -430,6 +432,86 @@ impl Job {
             }
             sleep(POLL);
         }
+    }
+}
+
+impl Job {
+    /// The outcome of a job whose first failure this launcher saw on rank `first`: lets
+    /// the other exits arrive, finds the root cause among them, then stops the rest.
+    fn failure(&self, ranks: &mut [Rank], store: &MemoryStore, first: usize) -> JobOutcome {
+        settle(ranks);
+        let seen: Vec<Seen> = (0..ranks.len())
+            .map(|r| Seen {
+                failed: ranks[r].status.is_some_and(|s| !s.success()),
+                killed_by_signal: ranks[r].killed_by_signal(),
+                lost: lost_by(store, r),
+            })
+            .collect();
+        let Verdict { root, lost_by } = verdict(&seen, first);
+        let (status, exit_code) = ranks[root].ended().unwrap_or_else(|| {
+            (
+                "still running when its peers lost it: frozen, stopped or stuck?".into(),
+                1,
+            )
+        });
+        let stopped = ranks
+            .iter()
+            .enumerate()
+            .filter(|(r, rank)| *r != root && rank.status.is_none())
+            .count();
+        stop(ranks, self.grace);
+        JobOutcome::Failed {
+            rank: root,
+            host: ranks[root].host.clone(),
+            status,
+            exit_code,
+            stderr_tail: ranks[root].tail(),
+            lost_by,
+            stopped,
+        }
+    }
+}
+
+/// How long the launcher waits, after the first failure, for the other ranks' exits:
+/// peers of a dead rank fail within milliseconds, and their reports name it.
+const SETTLE: Duration = Duration::from_millis(500);
+
+/// Reaps exits until every rank has ended or [`SETTLE`] has passed.
+fn settle(ranks: &mut [Rank]) {
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        for rank in ranks.iter_mut().filter(|r| r.status.is_none()) {
+            if let Ok(Some(status)) = rank.child.try_wait() {
+                rank.status = Some(status);
+            }
+        }
+        if ranks.iter().all(|r| r.status.is_some()) || Instant::now() >= deadline {
+            return;
+        }
+        sleep(Duration::from_millis(5));
+    }
+}
+
+/// A local rank is killed when this launcher dies, however it dies (SIGKILL, the OOM
+/// killer, `timeout -k`): otherwise it would run on, reparented to init, holding its
+/// GPU and its peers. Remote ranks get the same from their wrapper, which watches its
+/// standard input. The signal follows the thread that started the rank, which is
+/// [`Job::run`]'s, alive until the job ends.
+fn die_with_launcher(command: &mut Command) {
+    let launcher = std::process::id() as libc::pid_t;
+    // SAFETY: the closure runs in the child between fork and exec and calls only
+    // async-signal-safe functions (prctl, getppid, kill), allocating nothing.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The launcher may have died before the request took effect.
+            if libc::getppid() != launcher {
+                libc::kill(libc::getpid(), libc::SIGKILL);
+            }
+            Ok(())
+        });
     }
 }
 

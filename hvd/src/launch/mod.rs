@@ -14,9 +14,12 @@ mod job;
 mod outcome;
 mod output;
 mod ssh;
+mod verdict;
+pub(crate) mod witness;
 
 pub use hosts::{Host, Placement, parse_hostfile, parse_hosts, place};
 pub use job::{CHECKIN_KEY, Job, checkin_key};
 pub use outcome::{JobOutcome, MissingRank};
 pub use output::{Output, TAIL_LINES};
 pub use ssh::{SSH_FAILED, Ssh, quote};
+pub use witness::lost_key;

@@ -9,17 +9,24 @@ use std::time::Duration;
 pub enum JobOutcome {
     /// Every rank exited with status 0.
     Success,
-    /// `rank` was the first to fail, with this status; the others were stopped.
+    /// `rank`'s failure ended the job: the root cause, not the first rank to exit
+    /// because of it. The ranks still running were stopped.
     Failed {
         rank: usize,
         /// The host it ran on, for a job of several hosts.
         host: Option<String>,
-        /// "exit code 3" or "killed by signal 9".
+        /// "exit code 3", "killed by signal 9", or that it was still running when its
+        /// peers lost it.
         status: String,
-        /// The exit code, 128 + the signal for a rank killed by a signal.
+        /// The exit code, 128 + the signal for a rank killed by a signal; 1 for a rank
+        /// that was still running.
         exit_code: i32,
         /// The last lines (up to 10) of the rank's standard error.
         stderr_tail: Vec<String>,
+        /// Ranks that failed because they lost this one.
+        lost_by: Vec<usize>,
+        /// How many other ranks were still running and were stopped.
+        stopped: usize,
     },
     /// SIGINT or SIGTERM reached the launcher; `stopped` ranks were still running.
     Interrupted { stopped: usize },
@@ -75,25 +82,40 @@ impl std::fmt::Display for JobOutcome {
                 host,
                 status,
                 stderr_tail,
+                lost_by,
+                stopped,
                 ..
             } => {
-                write!(
-                    f,
-                    "rank {rank}{} failed first ({status}); the other ranks were stopped.",
-                    on(host)
-                )?;
+                write!(f, "rank {rank}{} failed first ({status})", on(host))?;
+                if !lost_by.is_empty() {
+                    let (noun, verb) = if lost_by.len() == 1 {
+                        ("rank", "it")
+                    } else {
+                        ("ranks", "they")
+                    };
+                    write!(
+                        f,
+                        "; {noun} {} failed because {verb} lost rank {rank}",
+                        list(lost_by)
+                    )?;
+                }
+                match stopped {
+                    0 => write!(f, ".")?,
+                    1 => write!(f, "; the other rank was stopped.")?,
+                    _ => write!(f, "; the other ranks were stopped.")?,
+                }
                 write_tail(f, "Last lines of its stderr:", stderr_tail)
             }
             JobOutcome::Interrupted { stopped } => {
                 write!(f, "interrupted; stopped {stopped} ranks")
             }
             JobOutcome::StartTimeout { timeout, missing } => {
-                let ranks: Vec<String> = missing.iter().map(|m| m.rank.to_string()).collect();
+                let ranks: Vec<usize> = missing.iter().map(|m| m.rank).collect();
                 let noun = if ranks.len() == 1 { "rank" } else { "ranks" };
                 write!(
                     f,
                     "{noun} {} did not connect within {}s; the job was stopped.",
-                    ranks.join(", "),
+                    list(&ranks),
                     timeout.as_secs_f64(),
                 )?;
                 for m in missing {
@@ -114,6 +136,11 @@ impl std::fmt::Display for JobOutcome {
             }
         }
     }
+}
+
+fn list(ranks: &[usize]) -> String {
+    let ranks: Vec<String> = ranks.iter().map(usize::to_string).collect();
+    ranks.join(", ")
 }
 
 fn on(host: &Option<String>) -> String {
