@@ -61,6 +61,22 @@ pub enum Error {
         waiting_for: String,
     },
 
+    /// One peer stopped responding: this rank waited for it (directly, or through ranks
+    /// that were themselves waiting for it) past the timeout. Frozen, stopped or
+    /// overloaded; alive as far as its connections show.
+    #[error(
+        "rank {rank}: {op}{} timed out after {waited:?} waiting for rank {peer} ({detail})",
+        of_tensor(tensor)
+    )]
+    PeerSilent {
+        rank: usize,
+        peer: usize,
+        op: &'static str,
+        tensor: String,
+        waited: Duration,
+        detail: String,
+    },
+
     /// A peer sent bytes that break the protocol (garbage, truncation, wrong job).
     #[error("rank {rank}: protocol error from {peer}: {reason}")]
     Protocol {
@@ -139,7 +155,7 @@ impl Error {
     /// consequences.
     pub fn lost_peer(&self) -> Option<usize> {
         match self {
-            Error::PeerLost { peer, .. } => Some(*peer),
+            Error::PeerLost { peer, .. } | Error::PeerSilent { peer, .. } => Some(*peer),
             _ => None,
         }
     }

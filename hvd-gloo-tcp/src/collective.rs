@@ -16,7 +16,7 @@ use crate::layout::Layout;
 use crate::rendezvous::Joiner;
 use crate::ring::Ring;
 use crate::schedule::Schedule;
-use crate::{barrier, broadcast, exchange, recursive};
+use crate::{barrier, broadcast, exchange, recursive, silence};
 
 /// Store namespace of a group made by [`TcpCollective::connect`].
 const ROOT_PREFIX: &str = "tcp";
@@ -158,6 +158,15 @@ impl TcpCollective {
         let Err(fault) = group.engine.run(call, layout, schedule) else {
             return Ok(());
         };
+        let timeout = self.config.op_timeout;
+        let fault = silence::find_silent(
+            self.store.as_ref(),
+            &self.prefix,
+            call,
+            *fault,
+            timeout,
+            silence::grace(timeout),
+        );
         tracing::warn!(
             "rank {}: {} of '{}' failed, closing the group: {}",
             call.rank,

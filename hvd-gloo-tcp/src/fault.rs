@@ -31,6 +31,9 @@ pub(crate) struct Fault {
     /// What was seen, in words other ranks can repeat.
     pub cause: String,
     pub error: Error,
+    /// The culprit is only suspected: it was silent, and may itself be waiting for
+    /// another rank (see [`crate::silence`]).
+    pub suspected: bool,
 }
 
 impl Fault {
@@ -47,6 +50,7 @@ impl Fault {
                 cause: cause.clone(),
             },
             cause,
+            suspected: false,
         }
     }
 
@@ -75,6 +79,7 @@ impl Fault {
                 cause: format!("reported by rank {}: {}", abort.reporter, abort.cause),
             },
             cause: abort.cause,
+            suspected: false,
         }
     }
 
@@ -107,6 +112,7 @@ impl Fault {
             reporter: call.rank,
             cause: format!("rank {peer} sent {what}"),
             error,
+            suspected: false,
         }
     }
 
@@ -118,19 +124,42 @@ impl Fault {
         detail: String,
     ) -> Fault {
         let culprit = peers.first().copied().unwrap_or(call.rank);
-        let names: Vec<String> = peers.iter().map(|p| format!("rank {p}")).collect();
-        let waiting_for = format!("{} ({detail})", names.join(", "));
+        let error = match peers {
+            [peer] => Fault::silent_error(call, waited, *peer, detail),
+            _ => {
+                let names: Vec<String> = peers.iter().map(|p| format!("rank {p}")).collect();
+                Error::Timeout {
+                    rank: call.rank,
+                    op: call.op.name(),
+                    tensor: call.tensor.to_owned(),
+                    waited,
+                    waiting_for: format!("{} ({detail})", names.join(", ")),
+                }
+            }
+        };
         Fault {
             culprit,
             reporter: call.rank,
             cause: format!("silent for {waited:?}"),
-            error: Error::Timeout {
-                rank: call.rank,
-                op: call.op.name(),
-                tensor: call.tensor.to_owned(),
-                waited,
-                waiting_for,
-            },
+            error,
+            suspected: true,
+        }
+    }
+
+    /// The error for one peer that stayed silent for `waited`.
+    pub(crate) fn silent_error(
+        call: &Call<'_>,
+        waited: Duration,
+        peer: usize,
+        detail: String,
+    ) -> Error {
+        Error::PeerSilent {
+            rank: call.rank,
+            peer,
+            op: call.op.name(),
+            tensor: call.tensor.to_owned(),
+            waited,
+            detail,
         }
     }
 
@@ -140,6 +169,7 @@ impl Fault {
             culprit: call.rank,
             reporter: call.rank,
             cause: err.to_string(),
+            suspected: false,
             error: Error::io(
                 format!(
                     "rank {}: {} of tensor '{}'",

@@ -92,7 +92,13 @@
 //! A peer that resets or closes its connection fails the call at once with
 //! [`Error::PeerLost`](hvd_core::Error::PeerLost) naming it (a close in the middle of a
 //! frame, a truncated frame, says how many of its bytes came); a silent one after
-//! `op_timeout` (`HVD_TCP_TIMEOUT`, 60 s) with [`Error::Timeout`](hvd_core::Error::Timeout).
+//! `op_timeout` (`HVD_TCP_TIMEOUT`, 60 s) with
+//! [`Error::PeerSilent`](hvd_core::Error::PeerSilent). Silence spreads (the ranks waiting
+//! for a frozen rank stop sending too), so before blaming, a rank that timed out posts
+//! whom it waits for in the store and, for half the timeout (at most 2 s), follows the
+//! others' posts to the rank at the end of the chain, which posts nothing: every survivor
+//! names the frozen rank, not the neighbour that was waiting for it. Ranks that wait for
+//! each other in a cycle get an [`Error::Timeout`](hvd_core::Error::Timeout) saying so.
 //! The rank that sees a failure first sends an ABORT frame carrying the culprit and the
 //! cause on every connection (after finishing any frame it was in the middle of), then
 //! shuts them down, so ranks that are not connected to the culprit in the current
@@ -126,6 +132,7 @@ mod recursive;
 mod rendezvous;
 mod ring;
 mod schedule;
+mod silence;
 mod socket;
 
 pub use collective::TcpCollective;

@@ -11,6 +11,15 @@ use hvd::launch::{Job, JobOutcome};
 /// Runs the ignored test `rank_body` as `np` ranks with `scenario`; returns each rank's
 /// report (None for a rank that wrote none).
 fn launch(np: usize, scenario: &str) -> (JobOutcome, Vec<Option<String>>) {
+    launch_with_timeout(np, scenario, "20")
+}
+
+/// Like [`launch`], with `HVD_TCP_TIMEOUT` seconds.
+fn launch_with_timeout(
+    np: usize,
+    scenario: &str,
+    tcp_timeout: &str,
+) -> (JobOutcome, Vec<Option<String>>) {
     let out = tempfile::tempdir().unwrap();
     let args = [
         "rank_body",
@@ -26,7 +35,9 @@ fn launch(np: usize, scenario: &str) -> (JobOutcome, Vec<Option<String>>) {
     )
     .env("HVD_TEST_SCENARIO", scenario)
     .env("HVD_TEST_OUT", out.path().to_str().unwrap())
-    .env("HVD_TCP_TIMEOUT", "20")
+    .env("HVD_TCP_TIMEOUT", tcp_timeout)
+    // A frozen rank ignores SIGTERM until it is killed.
+    .grace(Duration::from_millis(200))
     .quiet();
     let outcome = job.run().unwrap();
     let reports = (0..np)
@@ -79,6 +90,27 @@ fn rank_body() {
                 .unwrap_err();
             format!("{err}\n{}", started.elapsed().as_millis())
         }
+        "freeze" => {
+            hvd.allreduce("warmup", vec![1u8], ReduceOp::Sum).unwrap();
+            if rank == 2 {
+                // Frozen, as by SIGSTOP from a debugger or a stuck device: alive, silent.
+                // SAFETY: raise(3) has no memory-safety preconditions.
+                unsafe { libc::raise(libc::SIGSTOP) };
+            }
+            let started = Instant::now();
+            let err = loop {
+                if let Err(e) = hvd.allreduce("grad", vec![1.0f32; 1 << 16], ReduceOp::Sum) {
+                    break e;
+                }
+            };
+            std::fs::write(
+                report_path(&out, rank),
+                format!("{err}\n{}", started.elapsed().as_millis()),
+            )
+            .unwrap();
+            // Fail, as a training script would: the launcher then gives its verdict.
+            std::process::exit(1);
+        }
         other => panic!("unknown scenario {other}"),
     };
     std::fs::write(report_path(&out, rank), report).unwrap();
@@ -115,4 +147,47 @@ fn a_rank_that_dies_fails_the_others_quickly_naming_it() {
         );
     }
     assert!(reports[2].is_none());
+}
+
+#[test]
+fn a_frozen_rank_is_named_by_every_survivor_and_the_launcher() {
+    for trial in 0..2 {
+        let (outcome, reports) = launch_with_timeout(3, "freeze", "2");
+        for (rank, report) in reports[..2].iter().enumerate() {
+            let report = report.as_ref().expect("surviving ranks report");
+            let (message, millis) = report.split_once('\n').unwrap();
+            let direct =
+                format!("rank {rank}: negotiation timed out after 2s waiting for rank 2 (");
+            let reported =
+                format!("rank {rank}: lost rank 2 during negotiation: reported by rank ");
+            assert!(
+                message.starts_with(&direct) || message.starts_with(&reported),
+                "trial {trial}: {message}"
+            );
+            assert!(
+                message.contains("; this rank's waiting tensors: 'grad'"),
+                "trial {trial}: {message}"
+            );
+            assert!(
+                millis.parse::<u64>().unwrap() < 8000,
+                "trial {trial}: {report}"
+            );
+        }
+        match outcome {
+            JobOutcome::Failed {
+                rank,
+                status,
+                lost_by,
+                ..
+            } => {
+                assert_eq!(rank, 2, "trial {trial}");
+                assert_eq!(
+                    status, "still running when its peers lost it: frozen, stopped or stuck?",
+                    "trial {trial}"
+                );
+                assert_eq!(lost_by, [0, 1], "trial {trial}");
+            }
+            other => panic!("trial {trial}: {other:?}"),
+        }
+    }
 }

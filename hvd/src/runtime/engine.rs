@@ -24,6 +24,7 @@ use crate::autotune::Params;
 use super::buffer::AnyBuffer;
 use super::cache::ResponseCache;
 use super::config::Config;
+use super::control_errors::while_negotiating;
 use super::handle::Slot;
 use super::queue::{Queue, Submission};
 use super::request::{OpKind, Request};
@@ -153,7 +154,9 @@ impl Engine {
             let (submissions, shutdown) = self.queue.take(self.config.cycle_time);
             submissions.into_iter().for_each(|s| self.accept(s));
             self.leaving |= shutdown;
-            let next = self.cycle().unwrap_or_else(Next::Stop);
+            let next = self
+                .cycle()
+                .unwrap_or_else(|e| Next::Stop(while_negotiating(e, &self.waiting())));
             if let Next::Stop(reason) = next {
                 self.stop(reason);
                 return;
@@ -184,6 +187,13 @@ impl Engine {
                 since: Instant::now(),
             },
         );
+    }
+
+    /// This rank's tensors still waiting, oldest first.
+    fn waiting(&self) -> Vec<String> {
+        let mut pending: Vec<&Pending> = self.pending.values().collect();
+        pending.sort_by_key(|p| p.seq);
+        pending.iter().map(|p| p.request.name.clone()).collect()
     }
 
     pub(super) fn fusion_threshold(&self) -> usize {

@@ -4,6 +4,7 @@
 mod buffer;
 mod cache;
 mod config;
+mod control_errors;
 mod engine;
 mod execute;
 mod handle;
