@@ -183,7 +183,7 @@ fn a_remote_failure_is_summarised_with_its_host_and_code() {
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
     assert!(
         text(&out.stderr).ends_with(
-            "hvdrun: rank 1 on 127.0.0.2 failed first (exit code 3); the other ranks were stopped. \
+            "hvdrun: rank 1 on 127.0.0.2 failed first (exit code 3); the other rank was stopped. \
              Last lines of its stderr:\n    broken on purpose\n"
         ),
         "{}",
@@ -206,7 +206,7 @@ fn an_unreachable_host_and_a_missing_command_are_named() {
     let stderr = text(&out.stderr);
     assert!(
         stderr.contains(
-            "hvdrun: rank 0 failed first (exit code 255: ssh failed (host unreachable, login refused, or the rank exited 255)); the other ranks were stopped. Last lines of its stderr:\n    ssh: connect to host 127.0.0.2 port "
+            "hvdrun: rank 0 failed first (exit code 255: ssh failed (host unreachable, login refused, or the rank exited 255)). Last lines of its stderr:\n    ssh: connect to host 127.0.0.2 port "
         ) && stderr.contains("Connection refused"),
         "{stderr}"
     );
