@@ -93,8 +93,12 @@ fn rank_lines(out: &Output) -> Vec<String> {
 }
 
 #[test]
+#[cfg_attr(
+    not(hvd_have_sshd),
+    ignore = "needs sshd: apt-get install openssh-server openssh-client"
+)]
 fn a_job_spans_this_host_and_another_over_ssh() {
-    let Some(sshd) = Sshd::start() else { return };
+    let sshd = Sshd::start();
     let hosts = format!("localhost:1,{REMOTE}:2");
     let mut args = vec![
         "-np",
@@ -122,10 +126,12 @@ fn a_job_spans_this_host_and_another_over_ssh() {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(hvd_have_sshd, hvd_have_netns)),
+    ignore = "needs root, iproute2 and sshd: run as root; apt-get install iproute2 openssh-server"
+)]
 fn a_job_across_network_namespaces_runs_on_the_named_interfaces() {
-    let Some(host) = NetnsHost::start(1) else {
-        return;
-    };
+    let host = NetnsHost::start(1);
     let sshd = host.sshd.as_ref().expect("sshd in the namespace");
     let hosts = format!("localhost:1,{}:2", host.there);
     // Each host has one of the two names: the list is how one flag serves both.
@@ -165,8 +171,12 @@ fn a_job_across_network_namespaces_runs_on_the_named_interfaces() {
 }
 
 #[test]
+#[cfg_attr(
+    not(hvd_have_sshd),
+    ignore = "needs sshd: apt-get install openssh-server openssh-client"
+)]
 fn a_remote_failure_is_summarised_with_its_host_and_code() {
-    let Some(sshd) = Sshd::start() else { return };
+    let sshd = Sshd::start();
     let hosts = format!("localhost:1,{REMOTE}:1");
     let out = run(&mut hvdrun(
         &sshd,
@@ -192,8 +202,12 @@ fn a_remote_failure_is_summarised_with_its_host_and_code() {
 }
 
 #[test]
+#[cfg_attr(
+    not(hvd_have_sshd),
+    ignore = "needs sshd: apt-get install openssh-server openssh-client"
+)]
 fn an_unreachable_host_and_a_missing_command_are_named() {
-    let Some(sshd) = Sshd::start() else { return };
+    let sshd = Sshd::start();
     let hosts = format!("{REMOTE}:1");
     // Nothing listens on the port hvdrun is told to use.
     let closed = closed_port();
@@ -276,7 +290,7 @@ fn job_with_a_sleeping_remote_rank(
 /// Runs a job whose remote rank sleeps while the local one runs `local`; `act` does
 /// something to hvdrun. Checks hvdrun's exit code and that the remote rank is gone.
 fn remote_rank_is_gone_after(local: &str, act: impl FnOnce(&std::process::Child), code: i32) {
-    let Some(sshd) = Sshd::start() else { return };
+    let sshd = Sshd::start();
     let dir = tempfile::tempdir().unwrap();
     let local = local.replace(
         "PIDFILE",
@@ -293,12 +307,20 @@ fn remote_rank_is_gone_after(local: &str, act: impl FnOnce(&std::process::Child)
 }
 
 #[test]
+#[cfg_attr(
+    not(hvd_have_sshd),
+    ignore = "needs sshd: apt-get install openssh-server openssh-client"
+)]
 fn no_remote_rank_outlives_a_failed_job() {
     let wait_then_fail = "while [ ! -s PIDFILE ]; do sleep 0.05; done; exit 4";
     remote_rank_is_gone_after(wait_then_fail, |_| {}, 4);
 }
 
 #[test]
+#[cfg_attr(
+    not(hvd_have_sshd),
+    ignore = "needs sshd: apt-get install openssh-server openssh-client"
+)]
 fn ctrl_c_stops_remote_ranks_too() {
     let interrupt = |child: &std::process::Child| {
         // SAFETY: kill with a valid signal on a child process id has no memory effects.
@@ -308,8 +330,12 @@ fn ctrl_c_stops_remote_ranks_too() {
 }
 
 #[test]
+#[cfg_attr(
+    not(hvd_have_sshd),
+    ignore = "needs sshd: apt-get install openssh-server openssh-client"
+)]
 fn check_reports_ssh_interfaces_and_tcp_between_hosts() {
-    let Some(sshd) = Sshd::start() else { return };
+    let sshd = Sshd::start();
     let hosts = format!("localhost:1,{REMOTE}:1");
     let out = run(&mut hvdrun(&sshd, &["--check", "-H", &hosts]));
     let stdout = text(&out.stdout);
@@ -341,8 +367,12 @@ fn check_reports_ssh_interfaces_and_tcp_between_hosts() {
 }
 
 #[test]
+#[cfg_attr(
+    not(hvd_have_sshd),
+    ignore = "needs sshd: apt-get install openssh-server openssh-client"
+)]
 fn check_names_a_host_it_cannot_log_in_to() {
-    let Some(sshd) = Sshd::start() else { return };
+    let sshd = Sshd::start();
     let closed = closed_port();
     let hosts = format!("localhost:1,{REMOTE}:1");
     let out = run(&mut hvdrun_on(&sshd, closed, &["--check", "-H", &hosts]));

@@ -14,6 +14,9 @@ pub struct Backend {
     pub probe: fn() -> Result<(), String>,
     /// The command that installs what it needs.
     pub install: &'static str,
+    /// The Debian packages of that command, which test-cluster installs itself when
+    /// it runs as root (none where no package will do).
+    pub packages: &'static [&'static str],
 }
 
 /// Whether this backend can be tested here, and if not, why.
@@ -30,6 +33,7 @@ pub fn all() -> Vec<Backend> {
             feature: None,
             probe: || Ok(()),
             install: "nothing: pure Rust",
+            packages: &[],
         },
         Backend {
             name: "mpi",
@@ -39,6 +43,13 @@ pub fn all() -> Vec<Backend> {
                 command_works("mpirun", &["--version"]).and(command_works("mpicc", &["--version"]))
             },
             install: "apt-get install openmpi-bin libopenmpi-dev libclang-dev clang pkg-config",
+            packages: &[
+                "openmpi-bin",
+                "libopenmpi-dev",
+                "libclang-dev",
+                "clang",
+                "pkg-config",
+            ],
         },
         Backend {
             name: "nccl",
@@ -46,13 +57,20 @@ pub fn all() -> Vec<Backend> {
             feature: Some("nccl"),
             probe: || library_present("libcuda.so").and(library_present("libnccl.so")),
             install: "an NVIDIA driver (libcuda) and NCCL (libnccl2), on a machine with a GPU",
+            packages: &[],
         },
         Backend {
             name: "rdma",
             crate_dir: "hvd-rdma",
             feature: Some("rdma"),
             probe: || command_works("fi_info", &["--version"]),
-            install: "apt-get install libfabric-dev libfabric-bin libibverbs-dev librdmacm-dev libclang-dev clang pkg-config",
+            install: "apt-get install libfabric-dev libfabric-bin libibverbs-dev librdmacm-dev",
+            packages: &[
+                "libfabric-dev",
+                "libfabric-bin",
+                "libibverbs-dev",
+                "librdmacm-dev",
+            ],
         },
     ]
 }

@@ -11,6 +11,7 @@
 mod backends;
 mod bench_mpi;
 mod bench_peers;
+mod requirements;
 mod test_cluster;
 mod train;
 

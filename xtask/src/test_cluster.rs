@@ -3,6 +3,7 @@
 use std::process::Command;
 
 use crate::backends::{self, Availability};
+use crate::requirements;
 use crate::workspace_root;
 
 fn has_nextest() -> bool {
@@ -12,8 +13,46 @@ fn has_nextest() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// Installs, when this process is root, the packages of every requirement and
+/// transport that is missing, so that nothing is skipped for want of them.
+fn install_missing(root: &std::path::Path) {
+    let mut packages: Vec<&str> = Vec::new();
+    for requirement in requirements::all() {
+        if !(requirement.present)() {
+            packages.extend(requirement.packages);
+        }
+    }
+    for backend in backends::all() {
+        if let Availability::Skipped(_) = backend.availability(root) {
+            packages.extend(backend.packages);
+        }
+    }
+    packages.sort_unstable();
+    packages.dedup();
+    if !packages.is_empty() && !requirements::apt_install(&packages) && requirements::is_root() {
+        println!("test-cluster: could not install {}", packages.join(" "));
+    }
+}
+
+/// The summary lines for tests skipped for want of something, with how to provide it.
+fn skipped_tests() -> Vec<String> {
+    requirements::all()
+        .iter()
+        .filter(|r| !(r.present)())
+        .map(|r| {
+            format!(
+                "{} tests that need {} (install: {})",
+                requirements::gated_tests(r.cfg),
+                r.what,
+                r.install()
+            )
+        })
+        .collect()
+}
+
 pub fn run(extra: &[String]) -> Result<(), String> {
     let root = workspace_root();
+    install_missing(&root);
     // The candle integration is pure Rust like the default transport: always tested.
     let mut features = vec!["hvd/candle".to_string()];
     let mut ran = Vec::new();
@@ -52,6 +91,13 @@ pub fn run(extra: &[String]) -> Result<(), String> {
 
     println!("test-cluster: transports tested: {}", ran.join(", "));
     for line in &skipped {
+        println!("test-cluster: skipped {line}");
+    }
+    let tests = skipped_tests();
+    if tests.is_empty() {
+        println!("test-cluster: no test skipped for want of a system tool");
+    }
+    for line in tests {
         println!("test-cluster: skipped {line}");
     }
     if status.success() {

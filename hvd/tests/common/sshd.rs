@@ -34,24 +34,11 @@ fn free_port() -> u16 {
     listener.local_addr().unwrap().port()
 }
 
-/// Whether sshd is installed; when not, says so, and fails under CI.
-pub fn installed() -> bool {
-    if !Path::new(SSHD).exists() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must install openssh-server for the launcher's ssh tests"
-        );
-        eprintln!("skipped: {SSHD} is not installed (apt-get install openssh-server)");
-        return false;
-    }
-    true
-}
-
 impl Sshd {
-    /// Starts sshd on 127.0.0.2; None (with a note on stderr) when it is not installed,
-    /// except under CI, where its absence fails the test.
-    pub fn start() -> Option<Sshd> {
-        installed().then(|| Sshd::start_at(REMOTE.parse().unwrap(), free_port(), &[]))
+    /// Starts sshd on 127.0.0.2. Tests that call it are ignored where sshd is not
+    /// installed (see the `hvd` build script).
+    pub fn start() -> Sshd {
+        Sshd::start_at(REMOTE.parse().unwrap(), free_port(), &[])
     }
 
     /// Starts sshd listening on `listen:port`, run through `prefix` (such as
