@@ -99,6 +99,12 @@ struct Hello {
     group: String,
 }
 
+/// Reads a HELLO from `bytes`, as from a stranger's connection (for the fuzz target).
+#[cfg(fuzzing)]
+pub(crate) fn read_hello(bytes: &[u8]) {
+    let _ = Hello::read(&mut &bytes[..]);
+}
+
 impl Hello {
     fn fresh(me: &Identity<'_>) -> Result<Hello> {
         let mut nonce = [0u8; NONCE_LEN];

@@ -140,3 +140,22 @@ pub use config::TcpConfig;
 
 #[cfg(test)]
 mod wire_faults;
+
+/// Entry points for the fuzz targets in `fuzz/`: what a peer or a stranger can send.
+/// Compiled only with `--cfg fuzzing`.
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub mod fuzzing {
+    /// A frame header, then its bytes after the header as an ABORT payload.
+    pub fn frame(bytes: &[u8]) {
+        if let Some(header) = bytes.first_chunk::<{ crate::frame::HEADER_LEN }>() {
+            let _ = crate::frame::Header::decode(header);
+        }
+        let _ = crate::frame::Abort::decode(bytes.get(crate::frame::HEADER_LEN..).unwrap_or(&[]));
+    }
+
+    /// The opening HELLO of a connection.
+    pub fn handshake(bytes: &[u8]) {
+        crate::handshake::read_hello(bytes);
+    }
+}

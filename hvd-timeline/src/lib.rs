@@ -106,6 +106,21 @@ mod timeline;
 mod trace_file;
 mod wire;
 
+/// Entry point for the fuzz target in `fuzz/`: a batch of events another rank sends to
+/// rank 0, decoded and written as rank 0 would. Compiled only with `--cfg fuzzing`.
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub mod fuzzing {
+    /// Decodes `bytes` as rank 1's batch and renders it into a trace file in `dir`.
+    pub fn gather(bytes: &[u8], dir: &std::path::Path) {
+        if let Ok(batch) = crate::wire::decode(bytes)
+            && let Ok(mut file) = crate::TraceFile::create(dir.join("trace.json"))
+        {
+            let _ = file.append(&[(1, batch)]);
+        }
+    }
+}
+
 pub use align::{ClockAlignment, ClockOffset, align_clocks};
 pub use chrome::CYCLES_ROW;
 pub use flush::flush;

@@ -45,6 +45,9 @@ mod autotune;
 #[cfg(feature = "candle")]
 pub mod candle;
 pub mod env;
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod launch;
 pub mod logging;
 pub mod metrics;

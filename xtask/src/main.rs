@@ -7,10 +7,12 @@
 //!   skipped and why (with the command that installs what is missing).
 //! - `bench-peers`: hvd-bench next to Open MPI and Gloo, in one run, as speed-ups.
 //! - `bench-mpi`: hvd's MPI transport next to plain `MPI_Allreduce`, as overheads.
+//! - `fuzz`: every fuzz target of `fuzz/` for a few seconds each (CI), or longer.
 
 mod backends;
 mod bench_mpi;
 mod bench_peers;
+mod fuzz;
 mod requirements;
 mod test_cluster;
 mod train;
@@ -31,7 +33,10 @@ commands:
       print the medians and hvd's speed-ups.
   bench-mpi [--np 2,4] [--sizes 1M,64M] [--repeats 3] [--peers DIR]
       Run hvd-bench --backend mpi and plain MPI_Allreduce alternately under mpirun and
-      print the medians and hvd's overhead.";
+      print the medians and hvd's overhead.
+  fuzz [--seconds 12 | --runs N]
+      Run every fuzz target (needs cargo-fuzz) from its kept corpus: every decoder of
+      bytes another process sends.";
 
 /// The workspace's root directory (xtask lives one level below it).
 pub(crate) fn workspace_root() -> std::path::PathBuf {
@@ -47,6 +52,7 @@ fn main() -> ExitCode {
         Some("test-cluster") => test_cluster::run(&args[1..]),
         Some("bench-peers") => bench_peers::run(&args[1..]),
         Some("bench-mpi") => bench_mpi::run(&args[1..]),
+        Some("fuzz") => fuzz::run(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             Ok(())

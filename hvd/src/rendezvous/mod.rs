@@ -14,6 +14,9 @@ mod client;
 mod select;
 mod server;
 mod slurm;
+#[cfg(fuzzing)]
+pub(crate) mod wire;
+#[cfg(not(fuzzing))]
 mod wire;
 
 pub use client::TcpStore;

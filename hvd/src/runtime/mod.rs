@@ -30,6 +30,8 @@ pub use config::Config;
 pub use handle::Handle;
 pub use process_set::ProcessSet;
 pub use stats::StatsSnapshot;
+#[cfg(fuzzing)]
+pub(crate) use wire::Announcement;
 
 use engine::SetRegistry;
 use set_engine::{Registry, SetEngine};
