@@ -58,8 +58,20 @@ impl Abort {
         })
     }
 
-    /// The error of a rank that learned of this failure from the abort word.
+    /// The error of a rank that learned of this failure from the abort word; the culprit
+    /// itself, if it still runs, learns that the group was closed on it.
     pub(crate) fn reported(self, rank: usize, call: &Call<'_>) -> Error {
+        if self.culprit == rank {
+            return Error::Shutdown {
+                cause: format!(
+                    "rank {} gave up on this rank ({rank}) during {} of tensor '{}': {}",
+                    self.reporter,
+                    call.op.name(),
+                    call.tensor,
+                    self.reason.text()
+                ),
+            };
+        }
         Error::PeerLost {
             rank,
             peer: self.culprit,

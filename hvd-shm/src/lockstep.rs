@@ -140,6 +140,7 @@ impl Lockstep {
     /// Publishes the next step, described by `desc`, and waits until every rank has
     /// published it and described it alike.
     pub(crate) fn sync(&mut self, call: &Call<'_>, desc: Desc) -> Result<()> {
+        self.check_abort(call)?;
         let step = self.step.wrapping_add(1);
         let parity = step as usize % 2;
         let me = self.segment.control(self.rank);
@@ -226,12 +227,7 @@ impl Lockstep {
     ) -> Result<()> {
         let mut next_check = started;
         loop {
-            if let Some(abort) = Abort::decode(self.segment.header().abort.load(Ordering::Acquire))
-            {
-                let error = abort.reported(self.rank, call);
-                self.poisoned = Some(error.clone());
-                return Err(error);
-            }
+            self.check_abort(call)?;
             let now = Instant::now();
             if now >= next_check {
                 self.check_peers(want, call)?;
@@ -254,6 +250,19 @@ impl Lockstep {
             if reached(control.seq.load(Ordering::Acquire), want) {
                 return Ok(());
             }
+        }
+    }
+
+    /// Fails when another rank has closed the group.
+    fn check_abort(&mut self, call: &Call<'_>) -> Result<()> {
+        let word = self.segment.header().abort.load(Ordering::Acquire);
+        match Abort::decode(word) {
+            Some(abort) => {
+                let error = abort.reported(self.rank, call);
+                self.poisoned = Some(error.clone());
+                Err(error)
+            }
+            None => Ok(()),
         }
     }
 

@@ -1,6 +1,9 @@
 //! What the tests share: a config per job, and the check that a job left nothing in
 //! `/dev/shm`.
 
+// Each test binary compiles this module and uses its own part of it.
+#![allow(dead_code)]
+
 use hvd_shm::ShmConfig;
 
 /// A config whose segments carry `job` in their names, so a test can find its own.
