@@ -7,6 +7,7 @@
 
 use hvd_core::{DType, Reduction, Result, kernels};
 
+use crate::copy::copy;
 use crate::lockstep::{Desc, Lockstep};
 use crate::op::{Call, Op};
 use crate::plan::{self, Pack};
@@ -59,7 +60,7 @@ fn whole(
     let slot = steps.slot_mut();
     let mut at = 0;
     for part in parts.iter() {
-        slot[at..at + part.bytes.len()].copy_from_slice(part.bytes);
+        copy(&mut slot[at..at + part.bytes.len()], part.bytes);
         at += part.bytes.len();
     }
     steps.sync(&call, Desc::new(call.op, at))?;
@@ -68,7 +69,7 @@ fn whole(
     for part in parts.iter_mut() {
         let range = at..at + part.bytes.len();
         if rank != 0 {
-            part.bytes.copy_from_slice(&steps.slot(0)[range.clone()]);
+            copy(part.bytes, &steps.slot(0)[range.clone()]);
         }
         for peer in 1..size {
             kernels::reduce_into(
@@ -137,12 +138,12 @@ fn split(
         let slot = steps.slot_mut();
         if s > 0 {
             let mine = chunks.share(s - 1, rank);
-            slot[chunks.region(rank, mine.len())].copy_from_slice(&data[mine]);
+            copy(&mut slot[chunks.region(rank, mine.len())], &data[mine]);
         }
         if s < count {
             for j in (0..size).filter(|j| *j != rank) {
                 let theirs = chunks.share(s, j);
-                slot[chunks.region(j, theirs.len())].copy_from_slice(&data[theirs]);
+                copy(&mut slot[chunks.region(j, theirs.len())], &data[theirs]);
             }
         }
         steps.sync(&call, Desc::new(call.op, data.len()))?;
@@ -159,7 +160,7 @@ fn split(
             for j in (0..size).filter(|j| *j != rank) {
                 let theirs = chunks.share(s - 1, j);
                 let region = chunks.region(j, theirs.len());
-                data[theirs].copy_from_slice(&steps.slot(j)[region]);
+                copy(&mut data[theirs], &steps.slot(j)[region]);
             }
         }
     }

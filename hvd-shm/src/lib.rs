@@ -5,6 +5,7 @@
 mod allreduce;
 mod collective;
 mod config;
+mod copy;
 mod fault;
 mod futex;
 mod layout;

@@ -3,6 +3,7 @@
 use hvd_core::Result;
 
 use crate::allreduce::Part;
+use crate::copy::copy;
 use crate::lockstep::{Desc, Lockstep};
 use crate::op::{Call, Op};
 use crate::plan;
@@ -32,15 +33,19 @@ pub(crate) fn broadcast(
         if rank == root {
             let slot = steps.slot_mut();
             for span in &spans {
-                slot[span.window_range.clone()]
-                    .copy_from_slice(&parts[span.tensor].bytes[span.tensor_range.clone()]);
+                copy(
+                    &mut slot[span.window_range.clone()],
+                    &parts[span.tensor].bytes[span.tensor_range.clone()],
+                );
             }
         }
         steps.sync(&call, desc)?;
         if rank != root {
             for span in spans {
-                parts[span.tensor].bytes[span.tensor_range]
-                    .copy_from_slice(&steps.slot(root)[span.window_range]);
+                copy(
+                    &mut parts[span.tensor].bytes[span.tensor_range],
+                    &steps.slot(root)[span.window_range],
+                );
             }
         }
     }
@@ -63,17 +68,19 @@ pub(crate) fn allgather(
     };
     let (rank, slot_bytes) = (steps.rank(), steps.slot_bytes());
     let blocks = plan::blocks(counts, element);
-    output[blocks[rank].clone()].copy_from_slice(input);
+    copy(&mut output[blocks[rank].clone()], input);
     let longest = blocks.iter().map(|b| b.len()).max().unwrap_or(0);
     for c in 0..longest.div_ceil(slot_bytes) {
         let mine = plan::piece(input.len(), slot_bytes, c);
-        steps.slot_mut()[..mine.len()].copy_from_slice(&input[mine]);
+        copy(&mut steps.slot_mut()[..mine.len()], &input[mine]);
         steps.sync(&call, Desc::new(call.op, output.len()))?;
         for (peer, block) in blocks.iter().enumerate().filter(|(p, _)| *p != rank) {
             let piece = plan::piece(block.len(), slot_bytes, c);
             let len = piece.len();
-            output[block.start + piece.start..block.start + piece.end]
-                .copy_from_slice(&steps.slot(peer)[..len]);
+            copy(
+                &mut output[block.start + piece.start..block.start + piece.end],
+                &steps.slot(peer)[..len],
+            );
         }
     }
     Ok(())
@@ -95,7 +102,10 @@ pub(crate) fn alltoall(
         tensor,
     };
     let (rank, size, region) = (steps.rank(), steps.size(), steps.region_bytes());
-    output[receive[rank].clone()].copy_from_slice(&input[send[rank].clone()]);
+    copy(
+        &mut output[receive[rank].clone()],
+        &input[send[rank].clone()],
+    );
     let longest_sent = send.iter().map(|b| b.len()).max().unwrap_or(0);
     steps.sync(
         &call,
@@ -111,15 +121,19 @@ pub(crate) fn alltoall(
         for (peer, block) in send.iter().enumerate().filter(|(p, _)| *p != rank) {
             let piece = plan::piece(block.len(), region, c);
             let at = peer * region;
-            slot[at..at + piece.len()]
-                .copy_from_slice(&input[block.start + piece.start..block.start + piece.end]);
+            copy(
+                &mut slot[at..at + piece.len()],
+                &input[block.start + piece.start..block.start + piece.end],
+            );
         }
         steps.sync(&call, Desc::new(call.op, 0))?;
         for (peer, block) in receive.iter().enumerate().filter(|(p, _)| *p != rank) {
             let piece = plan::piece(block.len(), region, c);
             let at = rank * region;
-            output[block.start + piece.start..block.start + piece.end]
-                .copy_from_slice(&steps.slot(peer)[at..at + piece.len()]);
+            copy(
+                &mut output[block.start + piece.start..block.start + piece.end],
+                &steps.slot(peer)[at..at + piece.len()],
+            );
         }
     }
     Ok(())

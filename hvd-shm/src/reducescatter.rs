@@ -4,6 +4,7 @@
 
 use hvd_core::{DType, Reduction, Result, kernels};
 
+use crate::copy::copy;
 use crate::lockstep::{Desc, Lockstep};
 use crate::op::{Call, Op};
 use crate::plan;
@@ -28,7 +29,7 @@ pub(crate) fn reducescatter(
     let longest = blocks.iter().map(|b| b.len()).max().unwrap_or(0);
     let own = blocks[rank].clone();
     if size == 1 {
-        output.copy_from_slice(&input[own]);
+        copy(output, &input[own]);
         kernels::prescale(dtype, reduction, output);
         kernels::finish(dtype, reduction, 1, output);
         return Ok(());
@@ -39,14 +40,17 @@ pub(crate) fn reducescatter(
             let piece = plan::piece(block.len(), region, c);
             let at = peer * region;
             let staged = &mut slot[at..at + piece.len()];
-            staged.copy_from_slice(&input[block.start + piece.start..block.start + piece.end]);
+            copy(
+                staged,
+                &input[block.start + piece.start..block.start + piece.end],
+            );
             kernels::prescale(dtype, reduction, staged);
         }
         steps.sync(&call, Desc::new(call.op, input.len()))?;
         let piece = plan::piece(own.len(), region, c);
         let at = rank * region;
         let acc = &mut output[piece.clone()];
-        acc.copy_from_slice(&input[own.start + piece.start..own.start + piece.end]);
+        copy(acc, &input[own.start + piece.start..own.start + piece.end]);
         kernels::prescale(dtype, reduction, acc);
         for peer in (0..size).filter(|p| *p != rank) {
             kernels::reduce_into(
