@@ -128,8 +128,7 @@ impl ShmCollective {
 /// Polling pays when every rank has a core to spin on; otherwise a spinning rank takes
 /// the core from the rank it waits for, so it polls briefly and yields between polls.
 fn patience(config: &ShmConfig, size: usize) -> Patience {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let crowded = size > cores;
+    let crowded = size > host_cores();
     let default = if crowded {
         Duration::from_micros(10)
     } else {
@@ -140,6 +139,14 @@ fn patience(config: &ShmConfig, size: usize) -> Patience {
         yields: crowded,
         timeout: config.op_timeout,
     }
+}
+
+/// Cores of the host, whatever this process's affinity: ranks bound one per core (as
+/// `mpirun --bind-to core` does) each see a single core but do not crowd each other.
+fn host_cores() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    usize::try_from(online).ok().filter(|n| *n > 0).unwrap_or(1)
 }
 
 fn unsupported(rank: usize, op: &str, device: Device, tensor: &str) -> Error {

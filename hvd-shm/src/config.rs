@@ -9,8 +9,8 @@ use hvd_core::{Error, Result};
 const MAX_JOB_ID: usize = 64;
 
 /// Bounds of a slot: at least a page, and small enough that a group of 8 fits any host.
-const MIN_SLOT_BYTES: usize = 4 << 10;
-const MAX_SLOT_BYTES: usize = 256 << 20;
+pub(crate) const MIN_SLOT_BYTES: usize = 4 << 10;
+pub(crate) const MAX_SLOT_BYTES: usize = 256 << 20;
 
 /// Settings of a [`ShmCollective`](crate::ShmCollective).
 ///

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use hvd_core::{Error, Result, Store};
 
+use crate::config::{MAX_SLOT_BYTES, MIN_SLOT_BYTES};
 use crate::layout::Layout;
 use crate::segment::{self, Refusal, Segment};
 
@@ -42,6 +43,7 @@ impl Record {
         };
         let sane = record.name.starts_with(NAME_PREFIX)
             && !record.name.contains('/')
+            && (MIN_SLOT_BYTES..=MAX_SLOT_BYTES).contains(&record.slot_bytes)
             && words.next().is_none();
         sane.then_some(record)
     }
@@ -219,6 +221,7 @@ mod tests {
         assert_eq!(Record::decode(b"hvd-shm-x zz 4096"), None);
         assert_eq!(Record::decode(b"../etc/passwd 1 4096"), None);
         assert_eq!(Record::decode(b"hvd-shm-x 1 4096 more"), None);
+        assert_eq!(Record::decode(b"hvd-shm-x 1 18446744073709551615"), None);
         assert_eq!(Record::decode(&[0xff, 0xfe]), None);
     }
 }
