@@ -125,18 +125,19 @@ impl ShmCollective {
     }
 }
 
-/// Polling pays when every rank has a core to spin on; otherwise a spinning rank takes
-/// the core from the rank it waits for, so it polls briefly and yields between polls.
+/// Spinning pays when every rank has a core of its own; otherwise a spinning rank takes
+/// the core from the rank it waits for, so it only polls, and briefly.
 fn patience(config: &ShmConfig, size: usize) -> Patience {
     let crowded = size > host_cores();
-    let default = if crowded {
-        Duration::from_micros(10)
+    let (spin, poll) = if crowded {
+        (Duration::ZERO, Duration::from_micros(20))
     } else {
-        Duration::from_micros(50)
+        (Duration::from_micros(5), Duration::from_micros(50))
     };
+    let poll = config.busy_poll.unwrap_or(poll);
     Patience {
-        spin: config.busy_poll.unwrap_or(default),
-        yields: crowded,
+        spin: spin.min(poll),
+        poll,
         timeout: config.op_timeout,
     }
 }

@@ -35,7 +35,7 @@ pub struct ShmConfig {
     /// (one synchronisation); larger ones are split so each rank reduces 1/n.
     pub small_bytes: usize,
     /// How long a waiting rank polls before it sleeps on a futex. `None` picks by whether
-    /// this host has a core for each rank: 50 us if so, otherwise 10 us yielding the core.
+    /// this host has a core for each rank: 50 us if so, otherwise 20 us.
     pub busy_poll: Option<Duration>,
 }
 

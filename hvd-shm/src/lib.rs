@@ -73,11 +73,13 @@
 //!
 //! ## Waiting
 //! A rank waiting for a peer polls its counter, then sleeps on it with a futex (the
-//! publisher only makes the wake-up call when someone sleeps). It polls for 50 us when
-//! the host has a core per rank; with more ranks than cores it polls for 10 us, yielding
-//! the core between polls, so oversubscribed groups make progress (`busy_poll` overrides
-//! the time). Waking from a sleep costs tens of microseconds on a VM, more than a small
-//! allreduce takes, hence the polling.
+//! publisher only makes the wake-up call when someone sleeps). When the host has a core
+//! per rank it spins for 5 us, then polls until 50 us have passed, yielding the core
+//! between polls, so that a peer the scheduler put on the same core (other work keeps
+//! the others busy) runs at once. With more ranks than cores it only polls, for 20 us,
+//! so oversubscribed groups make progress. `busy_poll` overrides the polling time.
+//! Waking from a sleep costs tens of microseconds on a VM, more than a small allreduce
+//! takes, hence the polling.
 //!
 //! ## Faults
 //! - A sleeping rank checks every 100 ms whether the ranks behind it left (their

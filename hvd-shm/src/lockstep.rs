@@ -44,12 +44,13 @@ impl Desc {
     }
 }
 
-/// How a rank waits: polls for `spin` (yielding the core between polls when the host
-/// has fewer cores than ranks), then sleeps on the peer's counter until `timeout`.
+/// How a rank waits: spins for `spin`, then polls for up to `poll` in all, yielding the
+/// core between polls, then sleeps on the peer's counter until `timeout`. Yielding lets a
+/// peer that the scheduler put on the same core run at once, instead of after the poll.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Patience {
     pub(crate) spin: Duration,
-    pub(crate) yields: bool,
+    pub(crate) poll: Duration,
     pub(crate) timeout: Duration,
 }
 
@@ -203,15 +204,16 @@ impl Lockstep {
             return Ok(());
         }
         let started = Instant::now();
-        while started.elapsed() < self.patience.spin {
+        while started.elapsed() < self.patience.poll {
+            let spinning = started.elapsed() < self.patience.spin;
             for _ in 0..64 {
                 if reached(seq.load(Ordering::Acquire), want) {
                     return Ok(());
                 }
-                if self.patience.yields {
-                    std::thread::yield_now();
-                } else {
+                if spinning {
                     std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
                 }
             }
         }
