@@ -45,8 +45,8 @@ impl Default for ShmConfig {
             start_timeout: Duration::from_secs(30),
             op_timeout: Duration::from_secs(60),
             job_id: String::new(),
-            slot_bytes: 1 << 20,
-            small_bytes: 32 << 10,
+            slot_bytes: 512 << 10,
+            small_bytes: 64 << 10,
             busy_poll: None,
         }
     }
@@ -147,13 +147,16 @@ mod tests {
             ("HVD_SHM_TIMEOUT", "500ms"),
             ("HVD_JOB_ID", "job-7"),
             ("HVD_SHM_SLOT_BYTES", "4M"),
-            ("HVD_SHM_SMALL_BYTES", "64K"),
+            ("HVD_SHM_SMALL_BYTES", "128K"),
         ])
         .unwrap();
         assert_eq!(config.start_timeout, Duration::from_millis(2500));
         assert_eq!(config.op_timeout, Duration::from_millis(500));
         assert_eq!(config.job_id, "job-7");
-        assert_eq!((config.slot_bytes, config.small_bytes), (4 << 20, 64 << 10));
+        assert_eq!(
+            (config.slot_bytes, config.small_bytes),
+            (4 << 20, 128 << 10)
+        );
     }
 
     #[test]

@@ -44,7 +44,7 @@
 //!
 //! Inside: a header; per rank a control block of its own pair of cache lines (step
 //! counter, which is also the futex word peers sleep on, pid, a "left" flag and the
-//! description of its last two steps); then per rank two slots of `slot_bytes` (1 MiB).
+//! description of its last two steps); then per rank two slots of `slot_bytes` (512 KiB).
 //!
 //! ## Steps
 //! Every operation is a sequence of *steps*. In step `k` each rank fills its own slot of
@@ -58,7 +58,7 @@
 //!
 //! | call | how |
 //! |---|---|
-//! | allreduce, runs of tensors of at most `small_bytes` (32 KiB) | one step: copy in, then every rank reduces all slots in rank order, so every rank has the same bits |
+//! | allreduce, runs of tensors of at most `small_bytes` (64 KiB) | one step: copy in, then every rank reduces all slots in rank order, so every rank has the same bits |
 //! | allreduce, larger tensors | pipelined chunks of one slot: step `s` copies in chunk `s` (the shares other ranks reduce) and this rank's reduced share of chunk `s - 1`; between steps each rank reduces its 1/n share of the chunk and copies out the others' results. One step per chunk, plus one |
 //! | broadcast | the root copies a slot's worth per step, the others copy out |
 //! | allgather | every rank copies a slot's worth of its input per step |
@@ -101,8 +101,8 @@
 //! | `HVD_START_TIMEOUT` | seconds to form the group | 30 |
 //! | `HVD_SHM_TIMEOUT` | seconds a call waits on a peer that makes no progress | 60 |
 //! | `HVD_JOB_ID` | job id in the segment's name | empty |
-//! | `HVD_SHM_SLOT_BYTES` | bytes of each of a rank's two slots | 1M |
-//! | `HVD_SHM_SMALL_BYTES` | crossover from whole copies to split reductions | 32K |
+//! | `HVD_SHM_SLOT_BYTES` | bytes of each of a rank's two slots | 512K |
+//! | `HVD_SHM_SMALL_BYTES` | crossover from whole copies to split reductions | 64K |
 
 mod allreduce;
 mod collective;
