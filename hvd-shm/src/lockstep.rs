@@ -227,14 +227,17 @@ impl Lockstep {
         started: Instant,
         call: &Call<'_>,
     ) -> Result<()> {
-        let mut next_check = started;
+        // Processes are checked only after a while: most sleeps are short, and the check
+        // costs system calls per peer.
+        let mut next_pid_check = started + LIVENESS_EVERY;
         loop {
             self.check_abort(call)?;
             let now = Instant::now();
-            if now >= next_check {
-                self.check_peers(want, call)?;
-                next_check = now + LIVENESS_EVERY;
+            let pids = now >= next_pid_check;
+            if pids {
+                next_pid_check = now + LIVENESS_EVERY;
             }
+            self.check_peers(want, pids, call)?;
             let control = self.segment.control(peer);
             let waited = now - started;
             if waited >= self.patience.timeout {
@@ -268,8 +271,9 @@ impl Lockstep {
         }
     }
 
-    /// Fails on the first peer behind step `want` that left or whose process exited.
-    fn check_peers(&mut self, want: u32, call: &Call<'_>) -> Result<()> {
+    /// Fails on the first peer behind step `want` that left or, when `pids` is set, whose
+    /// process exited.
+    fn check_peers(&mut self, want: u32, pids: bool, call: &Call<'_>) -> Result<()> {
         for peer in (0..self.size()).filter(|p| *p != self.rank) {
             let control = self.segment.control(peer);
             if reached(control.seq.load(Ordering::Acquire), want) {
@@ -278,7 +282,7 @@ impl Lockstep {
             let pid = self.watched[peer];
             let reason = if control.left.load(Ordering::Acquire) != 0 {
                 Reason::Left
-            } else if pid != 0 && liveness::has_exited(pid) {
+            } else if pids && pid != 0 && liveness::has_exited(pid) {
                 Reason::Exited
             } else {
                 continue;
