@@ -150,7 +150,7 @@ impl Joiner<'_> {
         Segment::attach(&record.name, layout, record.token).map_err(|refusal| {
             let why = match refusal {
                 Refusal::Io(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    "it no longer exists (rank 0 gave up, or the store holds an earlier job's record)".into()
+                    "it does not exist on this host (rank 0 runs on another host or gave up, or the store holds an earlier job's record)".into()
                 }
                 Refusal::Io(e) => e.to_string(),
                 Refusal::Foreign(why) => format!("it is not this group's segment: {why}"),

@@ -124,7 +124,7 @@ fn a_stale_segment_is_refused_with_the_reason() {
     assert_eq!(
         gone,
         format!(
-            "{start}it no longer exists (rank 0 gave up, or the store holds an earlier job's record)"
+            "{start}it does not exist on this host (rank 0 runs on another host or gave up, or the store holds an earlier job's record)"
         )
     );
     common::assert_no_leftovers(job);
