@@ -1,0 +1,140 @@
+//! Operations that move data without reducing it, one slot's worth per step.
+
+use hvd_core::Result;
+
+use crate::allreduce::Part;
+use crate::copy::copy;
+use crate::lockstep::{Desc, Lockstep};
+use crate::op::{Call, Op};
+use crate::plan;
+
+/// Copies the batch from `root`: step `c` carries bytes `c * slot ..` of the tensors laid
+/// end to end.
+pub(crate) fn broadcast(
+    steps: &mut Lockstep,
+    tensor: &str,
+    parts: &mut [Part<'_>],
+    root: usize,
+) -> Result<()> {
+    let call = Call {
+        op: Op::Broadcast,
+        tensor,
+    };
+    let lens: Vec<usize> = parts.iter().map(|p| p.bytes.len()).collect();
+    let total: usize = lens.iter().sum();
+    let slot_bytes = steps.slot_bytes();
+    let rank = steps.rank();
+    let desc = Desc {
+        code: Op::Broadcast.code(root),
+        ..Desc::new(Op::Broadcast, total)
+    };
+    for c in 0..total.div_ceil(slot_bytes) {
+        let spans = plan::spans(&lens, plan::piece(total, slot_bytes, c));
+        if rank == root {
+            let slot = steps.slot_mut();
+            for span in &spans {
+                copy(
+                    &mut slot[span.window_range.clone()],
+                    &parts[span.tensor].bytes[span.tensor_range.clone()],
+                );
+            }
+        }
+        steps.sync(&call, desc)?;
+        if rank != root {
+            for span in spans {
+                copy(
+                    &mut parts[span.tensor].bytes[span.tensor_range],
+                    &steps.slot(root)[span.window_range],
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Concatenates every rank's `input` into `output`: step `c` carries bytes `c * slot ..`
+/// of every rank's input.
+pub(crate) fn allgather(
+    steps: &mut Lockstep,
+    tensor: &str,
+    input: &[u8],
+    output: &mut [u8],
+    counts: &[usize],
+    element: usize,
+) -> Result<()> {
+    let call = Call {
+        op: Op::Allgather,
+        tensor,
+    };
+    let (rank, slot_bytes) = (steps.rank(), steps.slot_bytes());
+    let blocks = plan::blocks(counts, element);
+    copy(&mut output[blocks[rank].clone()], input);
+    let longest = blocks.iter().map(|b| b.len()).max().unwrap_or(0);
+    for c in 0..longest.div_ceil(slot_bytes) {
+        let mine = plan::piece(input.len(), slot_bytes, c);
+        copy(&mut steps.slot_mut()[..mine.len()], &input[mine]);
+        steps.sync(&call, Desc::new(call.op, output.len()))?;
+        for (peer, block) in blocks.iter().enumerate().filter(|(p, _)| *p != rank) {
+            let piece = plan::piece(block.len(), slot_bytes, c);
+            let len = piece.len();
+            copy(
+                &mut output[block.start + piece.start..block.start + piece.end],
+                &steps.slot(peer)[..len],
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Sends block `r` of `input` to rank `r` and receives block `r` of `output` from it:
+/// a first step agrees on the longest block; then step `c` carries bytes
+/// `c * region ..` of every block, block `r` in region `r` of the sender's slot.
+pub(crate) fn alltoall(
+    steps: &mut Lockstep,
+    tensor: &str,
+    input: &[u8],
+    send: &[std::ops::Range<usize>],
+    output: &mut [u8],
+    receive: &[std::ops::Range<usize>],
+) -> Result<()> {
+    let call = Call {
+        op: Op::Alltoall,
+        tensor,
+    };
+    let (rank, size, region) = (steps.rank(), steps.size(), steps.region_bytes());
+    copy(
+        &mut output[receive[rank].clone()],
+        &input[send[rank].clone()],
+    );
+    let longest_sent = send.iter().map(|b| b.len()).max().unwrap_or(0);
+    steps.sync(
+        &call,
+        Desc {
+            value: longest_sent as u64,
+            ..Desc::new(call.op, 0)
+        },
+    )?;
+    let longest = (0..size).map(|p| steps.value(p)).max().unwrap_or(0);
+    let count = usize::try_from(longest.div_ceil(region as u64)).unwrap_or(usize::MAX);
+    for c in 0..count {
+        let slot = steps.slot_mut();
+        for (peer, block) in send.iter().enumerate().filter(|(p, _)| *p != rank) {
+            let piece = plan::piece(block.len(), region, c);
+            let at = peer * region;
+            copy(
+                &mut slot[at..at + piece.len()],
+                &input[block.start + piece.start..block.start + piece.end],
+            );
+        }
+        steps.sync(&call, Desc::new(call.op, 0))?;
+        for (peer, block) in receive.iter().enumerate().filter(|(p, _)| *p != rank) {
+            let piece = plan::piece(block.len(), region, c);
+            let at = rank * region;
+            copy(
+                &mut output[block.start + piece.start..block.start + piece.end],
+                &steps.slot(peer)[at..at + piece.len()],
+            );
+        }
+    }
+    Ok(())
+}

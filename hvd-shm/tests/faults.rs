@@ -1,0 +1,254 @@
+//! Failures with ranks as threads: what every rank is told, and that nothing is left in
+//! `/dev/shm` afterwards.
+
+mod common;
+
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use hvd_core::{Collective, MemoryStore, ReduceOp, Reduction, Store, TensorMut};
+use hvd_shm::{ShmCollective, ShmConfig};
+
+/// Connects `size` ranks of `job`, each in its own thread, with `config` changed by
+/// `adjust`, and returns the groups.
+fn connect_all(job: &str, size: usize, adjust: impl Fn(&mut ShmConfig)) -> Vec<ShmCollective> {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let mut config = common::config(job);
+    adjust(&mut config);
+    let handles: Vec<_> = (0..size)
+        .map(|rank| {
+            let (store, config) = (store.clone(), config.clone());
+            thread::spawn(move || ShmCollective::connect(store, rank, size, config))
+        })
+        .collect();
+    handles
+        .into_iter()
+        .map(|h| h.join().unwrap().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_rank_that_never_attaches_is_named_by_the_others() {
+    let job = "never-attaches";
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let mut config = common::config(job);
+    config.start_timeout = Duration::from_secs(1);
+    let started = Instant::now();
+    let handles: Vec<_> = (0..2)
+        .map(|rank| {
+            let (store, config) = (store.clone(), config.clone());
+            thread::spawn(move || {
+                ShmCollective::connect(store, rank, 3, config)
+                    .unwrap_err()
+                    .to_string()
+            })
+        })
+        .collect();
+    for (rank, handle) in handles.into_iter().enumerate() {
+        let error = handle.join().unwrap();
+        let start = format!(
+            "rank {rank}: connect of tensor 'rendezvous' timed out after 1s waiting for rank 2 to attach to shared-memory segment '/dev/shm/hvd-shm-{job}-"
+        );
+        assert!(
+            error.starts_with(&start)
+                && error.ends_with("' (not started, crashed, or given another store?)"),
+            "{error}"
+        );
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+    common::assert_no_leftovers(job);
+}
+
+#[test]
+fn a_missing_rank_0_is_named_by_the_others() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let mut config = common::config("no-rank-0");
+    config.start_timeout = Duration::from_millis(300);
+    let error = ShmCollective::connect(store, 1, 2, config).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "rank 1: connect of tensor 'rendezvous' timed out after 300ms waiting for rank 0 to create the shared-memory segment: it never published 'shm/segment' in the store (not started, crashed, or given another store?)"
+    );
+}
+
+/// A crashed job left a segment file and its record in the store: a rank told about it
+/// refuses the file instead of reading it, and says why.
+#[test]
+fn a_stale_segment_is_refused_with_the_reason() {
+    let job = "stale";
+    let name = format!("hvd-shm-{job}-{:016x}", std::process::id());
+    let path = std::path::Path::new("/dev/shm").join(&name);
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    store
+        .set("shm/segment", format!("{name} 1 4096").as_bytes())
+        .unwrap();
+    let mut config = common::config(job);
+    config.start_timeout = Duration::from_secs(1);
+    let connect = || {
+        ShmCollective::connect(store.clone(), 1, 2, config.clone())
+            .unwrap_err()
+            .to_string()
+    };
+    std::fs::write(&path, b"garbage left").unwrap();
+    let short = connect();
+    // A file of the right size, but whose header is someone else's.
+    std::fs::write(&path, vec![0x5au8; 4096 * 5]).unwrap();
+    let foreign = connect();
+    // Another job of the same name runs beside the leftover: its segment is its own.
+    let groups = connect_all(job, 2, |_| ());
+    thread::scope(|scope| {
+        for group in &groups {
+            scope.spawn(|| group.barrier().unwrap());
+        }
+    });
+    drop(groups);
+    assert_eq!(common::leftovers(job), vec![name.clone()]);
+    std::fs::remove_file(&path).unwrap();
+    let gone = connect();
+    let start = format!(
+        "rank 1: protocol error from rank 0: cannot attach to shared-memory segment '/dev/shm/{name}': "
+    );
+    assert_eq!(
+        short,
+        format!(
+            "{start}it is not this group's segment: it holds 12 bytes where this group needs 20480"
+        )
+    );
+    assert!(
+        foreign.starts_with(&format!(
+            "{start}it is not this group's segment: its header (magic, token, ranks, slot bytes) is"
+        )),
+        "{foreign}"
+    );
+    assert_eq!(
+        gone,
+        format!(
+            "{start}it does not exist on this host (rank 0 runs on another host or gave up, or the store holds an earlier job's record)"
+        )
+    );
+    common::assert_no_leftovers(job);
+}
+
+#[test]
+fn a_peer_that_leaves_mid_call_is_named_by_every_rank() {
+    let job = "leaves";
+    let groups = connect_all(job, 4, |_| ());
+    common::assert_no_leftovers(job);
+    let handles: Vec<_> = groups
+        .into_iter()
+        .enumerate()
+        .map(|(rank, group)| {
+            thread::spawn(move || {
+                if rank == 2 {
+                    drop(group);
+                    return None;
+                }
+                let mut big = vec![1.0f32; 4 << 20];
+                let mut call = || {
+                    group.allreduce(
+                        &mut [TensorMut::from_slice("big", &mut big)],
+                        Reduction::new(ReduceOp::Sum),
+                    )
+                };
+                let started = Instant::now();
+                let first = call().unwrap_err().to_string();
+                let took = started.elapsed();
+                let again = call().unwrap_err().to_string();
+                Some((first, again, took))
+            })
+        })
+        .collect();
+    for (rank, handle) in handles.into_iter().enumerate() {
+        let Some((first, again, took)) = handle.join().unwrap() else {
+            continue;
+        };
+        let prefix = format!("rank {rank}: lost rank 2 during allreduce of tensor 'big': ");
+        assert!(
+            first == format!("{prefix}it left the group (its collective was dropped)")
+                || (first.starts_with(&format!("{prefix}reported by rank "))
+                    && first.ends_with(": it left the group (its collective was dropped)")),
+            "{first}"
+        );
+        assert_eq!(again, first, "later calls fail at once with the same error");
+        assert!(took < Duration::from_secs(2), "rank {rank} took {took:?}");
+    }
+}
+
+#[test]
+fn a_silent_peer_times_out_naming_the_rank_behind() {
+    let groups = connect_all("silent", 2, |config| {
+        config.op_timeout = Duration::from_millis(300);
+    });
+    let mut x = vec![0u8; 100];
+    let err = groups[0]
+        .broadcast(&mut [TensorMut::from_slice("w", &mut x)], 1)
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "rank 0: broadcast of tensor 'w' timed out after 300ms waiting for rank 1, whose step counter is behind (at 0, this rank waits for 1)"
+    );
+    let mut y = vec![0u8; 100];
+    let err = groups[1]
+        .broadcast(&mut [TensorMut::from_slice("w", &mut y)], 1)
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "hvd is shut down: rank 0 gave up on this rank (1) during broadcast of tensor 'w': it published no step within the operation timeout"
+    );
+}
+
+/// Ranks that pass different sizes or roots all get an error naming both ranks, and the
+/// group still works afterwards.
+#[test]
+fn mismatched_calls_are_named_on_every_rank_and_the_group_goes_on() {
+    let groups = connect_all("mismatch", 2, |_| ());
+    let outcomes: Vec<(String, String, i32)> = thread::scope(|scope| {
+        let handles: Vec<_> = groups
+            .iter()
+            .enumerate()
+            .map(|(rank, group)| {
+                scope.spawn(move || {
+                    let mut x = vec![1.0f32; 10 * (rank + 1)];
+                    let sizes = group
+                        .allreduce(
+                            &mut [TensorMut::from_slice("x", &mut x)],
+                            Reduction::new(ReduceOp::Sum),
+                        )
+                        .unwrap_err()
+                        .to_string();
+                    let mut w = vec![0u8; 4];
+                    let roots = group
+                        .broadcast(&mut [TensorMut::from_slice("w", &mut w)], rank)
+                        .unwrap_err()
+                        .to_string();
+                    let mut one = [1i32];
+                    group
+                        .allreduce(
+                            &mut [TensorMut::from_slice("one", &mut one)],
+                            Reduction::new(ReduceOp::Sum),
+                        )
+                        .unwrap();
+                    (sizes, roots, one[0])
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(
+        outcomes[0],
+        (
+            "Mismatched sizes in bytes for tensor 'x': rank 0 has 40, rank 1 has 80".into(),
+            "Mismatched operations for tensor 'w': rank 0 has broadcast from root 0, rank 1 has broadcast from root 1".into(),
+            2
+        )
+    );
+    assert_eq!(
+        outcomes[1],
+        (
+            "Mismatched sizes in bytes for tensor 'x': rank 1 has 80, rank 0 has 40".into(),
+            "Mismatched operations for tensor 'w': rank 1 has broadcast from root 1, rank 0 has broadcast from root 0".into(),
+            2
+        )
+    );
+}
