@@ -106,14 +106,13 @@ pub(crate) fn stuck(
     waited: Duration,
     call: &Call<'_>,
 ) -> Error {
-    Error::Timeout {
+    Error::PeerSilent {
         rank,
+        peer,
         op: call.op.name(),
         tensor: call.tensor.into(),
         waited,
-        waiting_for: format!(
-            "rank {peer}, whose step counter is behind (at {seen}, this rank waits for {want})"
-        ),
+        detail: format!("its step counter is behind: at {seen}, this rank waits for {want}"),
     }
 }
 

@@ -186,7 +186,7 @@ fn a_silent_peer_times_out_naming_the_rank_behind() {
         .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "rank 0: broadcast of tensor 'w' timed out after 300ms waiting for rank 1, whose step counter is behind (at 0, this rank waits for 1)"
+        "rank 0: broadcast of tensor 'w' timed out after 300ms waiting for rank 1 (its step counter is behind: at 0, this rank waits for 1)"
     );
     let mut y = vec![0u8; 100];
     let err = groups[1]

@@ -3,7 +3,8 @@
 //! Which transport a job uses, in order: the builder's
 //! [`Builder::backend`](crate::Builder::backend); else `HVD_BACKEND` (alias
 //! `HOROVOD_CPU_OPERATIONS`); else MPI when the `mpi` feature is compiled in and mpirun
-//! started the process; else the first compiled in (TCP by default).
+//! started the process; else shared memory (feature `shm`, on by default) when the
+//! launcher says every rank is on this host; else the first compiled in (TCP).
 
 use std::fmt;
 use std::str::FromStr;
@@ -21,6 +22,8 @@ pub enum Backend {
     Tcp,
     /// The system's MPI (feature `mpi`), for jobs started by mpirun.
     Mpi,
+    /// Shared memory (feature `shm`, on by default), for jobs whose ranks share a host.
+    Shm,
 }
 
 impl Backend {
@@ -33,6 +36,9 @@ impl Backend {
         if cfg!(feature = "mpi") {
             backends.push(Backend::Mpi);
         }
+        if cfg!(feature = "shm") {
+            backends.push(Backend::Shm);
+        }
         backends
     }
 
@@ -40,6 +46,7 @@ impl Backend {
         match self {
             Backend::Tcp => "tcp",
             Backend::Mpi => "mpi",
+            Backend::Shm => "shm",
         }
     }
 
@@ -48,6 +55,7 @@ impl Backend {
     pub fn library(self) -> Result<String> {
         match self {
             Backend::Tcp => Ok("pure Rust sockets (no system library)".into()),
+            Backend::Shm => Ok("pure Rust shared memory in /dev/shm (no system library)".into()),
             #[cfg(feature = "mpi")]
             Backend::Mpi => hvd_mpi::library_version(),
             #[allow(unreachable_patterns)]
@@ -102,8 +110,12 @@ impl Backend {
             return Ok(backend);
         }
         let compiled = Backend::compiled();
-        if compiled.contains(&Backend::Mpi) && World::from_env_without_store()?.launched_by_mpi() {
+        let world = World::from_env_without_store()?;
+        if compiled.contains(&Backend::Mpi) && world.launched_by_mpi() {
             return Ok(Backend::Mpi);
+        }
+        if compiled.contains(&Backend::Shm) && crate::world::one_host()? {
+            return Ok(Backend::Shm);
         }
         compiled.first().copied().ok_or_else(|| Error::Config {
             name: "Cargo features".into(),
@@ -147,6 +159,17 @@ fn connect_transport(backend: Backend, world: &World) -> Result<Box<dyn Collecti
                 config,
             )?;
             Ok(Box::new(tcp))
+        }
+        #[cfg(feature = "shm")]
+        Backend::Shm => {
+            let config = hvd_shm::ShmConfig::from_env()?;
+            let shm = hvd_shm::ShmCollective::connect(
+                world.store.clone(),
+                world.rank,
+                world.size,
+                config,
+            )?;
+            Ok(Box::new(shm))
         }
         #[cfg(feature = "mpi")]
         Backend::Mpi => {

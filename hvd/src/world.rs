@@ -116,6 +116,30 @@ fn detect() -> Result<Option<(&'static str, usize, usize)>> {
     Ok(None)
 }
 
+/// How many ranks share this host, as launchers say it: hvdrun, Open MPI, MPICH,
+/// torchrun.
+const LOCAL_SIZE: [&str; 5] = [
+    "HVD_LOCAL_SIZE",
+    "HOROVOD_LOCAL_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_SIZE",
+    "MPI_LOCALNRANKS",
+    "LOCAL_WORLD_SIZE",
+];
+
+/// Whether the launcher says every rank of the job is on this host (a rank alone is).
+/// Unknown counts as no: the transports for several hosts work on one too.
+pub(crate) fn one_host() -> Result<bool> {
+    let Some((_, _, size)) = detect()? else {
+        return Ok(true);
+    };
+    if let Some((_, local)) = env::parse_first::<usize, _>(&LOCAL_SIZE, "a whole number")? {
+        return Ok(local == size);
+    }
+    let nodes =
+        env::parse_first::<usize, _>(&["SLURM_STEP_NUM_NODES", "SLURM_NNODES"], "a whole number")?;
+    Ok(nodes.is_some_and(|(_, nodes)| nodes == 1))
+}
+
 impl World {
     /// Reads the job from the launcher's environment; none means a job of one rank.
     pub fn from_env() -> Result<World> {

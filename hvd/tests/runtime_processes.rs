@@ -11,14 +11,14 @@ use hvd::launch::{Job, JobOutcome};
 /// Runs the ignored test `rank_body` as `np` ranks with `scenario`; returns each rank's
 /// report (None for a rank that wrote none).
 fn launch(np: usize, scenario: &str) -> (JobOutcome, Vec<Option<String>>) {
-    launch_with_timeout(np, scenario, "20")
+    launch_with(np, scenario, &[("HVD_TCP_TIMEOUT", "20")])
 }
 
-/// Like [`launch`], with `HVD_TCP_TIMEOUT` seconds.
-fn launch_with_timeout(
+/// Like [`launch`], with these variables set for every rank.
+fn launch_with(
     np: usize,
     scenario: &str,
-    tcp_timeout: &str,
+    vars: &[(&str, &str)],
 ) -> (JobOutcome, Vec<Option<String>>) {
     let out = tempfile::tempdir().unwrap();
     let args = [
@@ -28,17 +28,19 @@ fn launch_with_timeout(
         "--nocapture",
         "--test-threads=1",
     ];
-    let job = Job::new(
+    let mut job = Job::new(
         std::env::current_exe().unwrap(),
         args.map(String::from).to_vec(),
         np,
     )
     .env("HVD_TEST_SCENARIO", scenario)
     .env("HVD_TEST_OUT", out.path().to_str().unwrap())
-    .env("HVD_TCP_TIMEOUT", tcp_timeout)
     // A frozen rank ignores SIGTERM until it is killed.
     .grace(Duration::from_millis(200))
     .quiet();
+    for (name, value) in vars {
+        job = job.env(*name, *value);
+    }
     let outcome = job.run().unwrap();
     let reports = (0..np)
         .map(|r| std::fs::read_to_string(report_path(out.path(), r)).ok())
@@ -149,10 +151,12 @@ fn a_rank_that_dies_fails_the_others_quickly_naming_it() {
     assert!(reports[2].is_none());
 }
 
-#[test]
-fn a_frozen_rank_is_named_by_every_survivor_and_the_launcher() {
+/// Rank 2 freezes; checks what the survivors and the launcher say, over `backend` with
+/// a 2 s timeout.
+fn frozen_rank_is_named(backend: &str, timeout_var: &str) {
     for trial in 0..2 {
-        let (outcome, reports) = launch_with_timeout(3, "freeze", "2");
+        let (outcome, reports) =
+            launch_with(3, "freeze", &[("HVD_BACKEND", backend), (timeout_var, "2")]);
         for (rank, report) in reports[..2].iter().enumerate() {
             let report = report.as_ref().expect("surviving ranks report");
             let (message, millis) = report.split_once('\n').unwrap();
@@ -190,4 +194,14 @@ fn a_frozen_rank_is_named_by_every_survivor_and_the_launcher() {
             other => panic!("trial {trial}: {other:?}"),
         }
     }
+}
+
+#[test]
+fn a_frozen_rank_is_named_by_every_survivor_and_the_launcher_over_tcp() {
+    frozen_rank_is_named("tcp", "HVD_TCP_TIMEOUT");
+}
+
+#[test]
+fn a_frozen_rank_is_named_by_every_survivor_and_the_launcher_over_shm() {
+    frozen_rank_is_named("shm", "HVD_SHM_TIMEOUT");
 }

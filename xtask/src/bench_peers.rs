@@ -257,18 +257,27 @@ pub fn run(args: &[String]) -> Result<(), String> {
         .collect::<Vec<_>>()
         .join(",");
     for &np in &o.nps {
-        let (mut hvd, mut tcp, mut shm, mut gloo) =
-            (Series::new(), Series::new(), Series::new(), Series::new());
+        let (mut hvd, mut hvd_shm, mut tcp, mut shm, mut gloo) = (
+            Series::new(),
+            Series::new(),
+            Series::new(),
+            Series::new(),
+            Series::new(),
+        );
         for _ in 0..o.repeats {
-            let out = run_capture(Command::new(&bench).args([
-                "allreduce",
-                "--np",
-                &np.to_string(),
-                "--sizes",
-                &size_list,
-                "--json",
-            ]))?;
-            add(&mut hvd, hvd_rows(&out));
+            for (series, backend) in [(&mut hvd, "tcp"), (&mut hvd_shm, "shm")] {
+                let out = run_capture(Command::new(&bench).args([
+                    "allreduce",
+                    "--backend",
+                    backend,
+                    "--np",
+                    &np.to_string(),
+                    "--sizes",
+                    &size_list,
+                    "--json",
+                ]))?;
+                add(series, hvd_rows(&out));
+            }
             if let Some(bin) = &peers.allreduce {
                 add(
                     &mut tcp,
@@ -302,19 +311,20 @@ pub fn run(args: &[String]) -> Result<(), String> {
             o.repeats
         );
         println!(
-            "| size | hvd TCP | Open MPI TCP | speed-up | Open MPI shm | speed-up | Gloo | speed-up |"
+            "| size | hvd TCP | Open MPI TCP | speed-up | hvd shm | Open MPI shm (vader) | speed-up | Gloo | speed-up vs hvd TCP |"
         );
-        println!("|---|---|---|---|---|---|---|---|");
+        println!("|---|---|---|---|---|---|---|---|---|");
         for bytes in &o.sizes {
             let m = |s: &Series| s.get(bytes).and_then(|v| median(v));
-            let h = m(&hvd);
+            let (h, hs) = (m(&hvd), m(&hvd_shm));
             println!(
-                "| {bytes} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {bytes} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 fmt_us(h),
                 fmt_us(m(&tcp)),
                 speedup(m(&tcp), h),
+                fmt_us(hs),
                 fmt_us(m(&shm)),
-                speedup(m(&shm), h),
+                speedup(m(&shm), hs),
                 fmt_us(m(&gloo)),
                 speedup(m(&gloo), h)
             );

@@ -24,7 +24,7 @@ const USAGE: &str = "usage: cargo xtask <command>
 commands:
   train [--np 2] [-- <train_mnist arguments>]
       Build hvdrun and the train_mnist example (release) and train on N local ranks
-      over TCP: loss, test accuracy and throughput per epoch, and a checkpoint.
+      over shared memory: loss, test accuracy and throughput per epoch, and a checkpoint.
   test-cluster [-- <extra test-runner args>]
       Run every test, multi-process ones included, for every transport whose system
       library is present; name the skipped ones and how to enable them.

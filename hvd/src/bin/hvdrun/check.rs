@@ -10,8 +10,9 @@ use hvd::launch::{Host, Job, JobOutcome};
 use crate::cli::Cli;
 
 /// Every transport hvd has, and the Cargo feature of the `hvd` crate that builds it in.
-const TRANSPORTS: [(&str, &str); 4] = [
+const TRANSPORTS: [(&str, &str); 5] = [
     ("tcp", "gloo-tcp"),
+    ("shm", "shm"),
     ("mpi", "mpi"),
     ("nccl", "nccl"),
     ("rdma", "rdma"),
