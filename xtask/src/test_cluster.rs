@@ -23,7 +23,8 @@ fn install_missing(root: &std::path::Path) {
         }
     }
     for backend in backends::all() {
-        if let Availability::Skipped(_) = backend.availability(root) {
+        let present = root.join(backend.crate_dir).join("Cargo.toml").exists();
+        if present && matches!(backend.availability(root), Availability::Skipped(_)) {
             packages.extend(backend.packages);
         }
     }
