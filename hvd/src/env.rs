@@ -50,3 +50,20 @@ pub fn parse_first<T: FromStr, S: AsRef<str>>(
         }),
     }
 }
+
+/// `HVD_<suffix>` (or its alias) as a yes/no switch, if set; a value that is neither is
+/// an error naming the variable.
+pub fn flag(suffix: &str) -> Result<Option<bool>> {
+    let Some((name, value)) = lookup(suffix) else {
+        return Ok(None);
+    };
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(Some(true)),
+        "0" | "false" | "no" | "off" | "" => Ok(Some(false)),
+        _ => Err(Error::Config {
+            name,
+            value,
+            expected: "1/true/yes/on or 0/false/no/off".into(),
+        }),
+    }
+}

@@ -147,6 +147,45 @@ pub fn connect(backend: Backend, world: &World) -> Result<Box<dyn Collective>> {
     Ok(collective)
 }
 
+/// `flat` as is on one host; across hosts, unless `HVD_HIERARCHICAL_ALLREDUCE` (alias
+/// `HOROVOD_HIERARCHICAL_ALLREDUCE`) is off, `Hierarchical<shm, flat>`: allreduce
+/// within each host through shared memory, across hosts through `flat`.
+#[cfg_attr(not(feature = "shm"), allow(unused_variables))]
+fn hierarchical_over<C: Collective + 'static>(
+    flat: C,
+    world: &World,
+) -> Result<Box<dyn Collective>> {
+    let wanted = crate::env::flag("HIERARCHICAL_ALLREDUCE")?;
+    let topology = flat.topology().clone();
+    if topology.is_single_host() || wanted == Some(false) {
+        return Ok(Box::new(flat));
+    }
+    #[cfg(feature = "shm")]
+    {
+        // Every rank of a host names the host alike: by its index in the flat group.
+        let host = topology.hosts()[topology.rank()];
+        let store = hvd_core::PrefixStore::new(world.store.clone(), format!("hier/host{host}/"));
+        let local = hvd_shm::ShmCollective::connect(
+            std::sync::Arc::new(store),
+            topology.local_rank(),
+            topology.local_size(),
+            hvd_shm::ShmConfig::from_env()?,
+        )?;
+        Ok(Box::new(hvd_hierarchical::Hierarchical::new(flat, local)?))
+    }
+    #[cfg(not(feature = "shm"))]
+    match wanted {
+        Some(true) => Err(Error::Config {
+            name: "HVD_HIERARCHICAL_ALLREDUCE".into(),
+            value: "1".into(),
+            expected:
+                "a build with the shm feature, which hierarchical allreduce uses within hosts"
+                    .into(),
+        }),
+        _ => Ok(Box::new(flat)),
+    }
+}
+
 fn connect_transport(backend: Backend, world: &World) -> Result<Box<dyn Collective>> {
     match backend {
         #[cfg(feature = "gloo-tcp")]
@@ -158,7 +197,7 @@ fn connect_transport(backend: Backend, world: &World) -> Result<Box<dyn Collecti
                 world.size,
                 config,
             )?;
-            Ok(Box::new(tcp))
+            hierarchical_over(tcp, world)
         }
         #[cfg(feature = "shm")]
         Backend::Shm => {

@@ -69,7 +69,7 @@ fn rank_body() {
     // After libtest's "test rank_body ... ", on a line of its own.
     println!();
     println!(
-        "RANK {} of {} on {} local {}/{} cross {}/{} sum {} mark {}",
+        "RANK {} of {} on {} local {}/{} cross {}/{} sum {} mark {} via {}",
         hvd.rank(),
         hvd.size(),
         var("HVD_HOSTNAME"),
@@ -79,6 +79,7 @@ fn rank_body() {
         var("HVD_CROSS_SIZE"),
         sum[0],
         var("HVD_TEST_MARK"),
+        hvd.transport(),
     );
 }
 
@@ -118,9 +119,9 @@ fn a_job_spans_this_host_and_another_over_ssh() {
     assert_eq!(
         rank_lines(&out),
         [
-            "[0]<stdout>: RANK 0 of 3 on localhost local 0/1 cross 0/2 sum 3 mark travelled",
-            "[1]<stdout>: RANK 1 of 3 on 127.0.0.2 local 0/2 cross 1/2 sum 3 mark travelled",
-            "[2]<stdout>: RANK 2 of 3 on 127.0.0.2 local 1/2 cross 1/2 sum 3 mark travelled",
+            "[0]<stdout>: RANK 0 of 3 on localhost local 0/1 cross 0/2 sum 3 mark travelled via tcp",
+            "[1]<stdout>: RANK 1 of 3 on 127.0.0.2 local 0/2 cross 1/2 sum 3 mark travelled via tcp",
+            "[2]<stdout>: RANK 2 of 3 on 127.0.0.2 local 1/2 cross 1/2 sum 3 mark travelled via tcp",
         ]
     );
 }
@@ -145,11 +146,40 @@ fn a_job_across_network_namespaces_runs_on_the_named_interfaces() {
     assert_eq!(
         rank_lines(&out),
         [
-            "[0]<stdout>: RANK 0 of 3 on localhost local 0/1 cross 0/2 sum 3 mark crossed",
-            "[1]<stdout>: RANK 1 of 3 on 10.231.1.2 local 0/2 cross 1/2 sum 3 mark crossed",
-            "[2]<stdout>: RANK 2 of 3 on 10.231.1.2 local 1/2 cross 1/2 sum 3 mark crossed",
+            "[0]<stdout>: RANK 0 of 3 on localhost local 0/1 cross 0/2 sum 3 mark crossed via hierarchical",
+            "[1]<stdout>: RANK 1 of 3 on 10.231.1.2 local 0/2 cross 1/2 sum 3 mark crossed via hierarchical",
+            "[2]<stdout>: RANK 2 of 3 on 10.231.1.2 local 1/2 cross 1/2 sum 3 mark crossed via hierarchical",
         ]
     );
+    // Two ranks on each host: shared memory within each, TCP between them; and the
+    // same job with hierarchical allreduce turned off.
+    let hosts = format!("localhost:2,{}:2", host.there);
+    for (setting, via) in [("1", "hierarchical"), ("0", "tcp")] {
+        let mut args = vec!["-np", "4", "-H", &hosts, "--network-interface", &interfaces];
+        let switch = format!("HOROVOD_HIERARCHICAL_ALLREDUCE={setting}");
+        args.extend(["-x", &switch, "-x", "HVD_TEST_MARK=hier", "--"]);
+        args.extend(command.iter().map(String::as_str));
+        let out = run(&mut hvdrun(sshd, &args));
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let there = host.there;
+        assert_eq!(
+            rank_lines(&out),
+            [
+                format!(
+                    "[0]<stdout>: RANK 0 of 4 on localhost local 0/2 cross 0/2 sum 6 mark hier via {via}"
+                ),
+                format!(
+                    "[1]<stdout>: RANK 1 of 4 on localhost local 1/2 cross 0/2 sum 6 mark hier via {via}"
+                ),
+                format!(
+                    "[2]<stdout>: RANK 2 of 4 on {there} local 0/2 cross 1/2 sum 6 mark hier via {via}"
+                ),
+                format!(
+                    "[3]<stdout>: RANK 3 of 4 on {there} local 1/2 cross 1/2 sum 6 mark hier via {via}"
+                ),
+            ]
+        );
+    }
     let hosts = format!("localhost:1,{}:1", host.there);
     let check = ["--check", "-H", &hosts, "--network-interface", &interfaces];
     let out = run(&mut hvdrun(sshd, &check));

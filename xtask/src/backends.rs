@@ -36,6 +36,20 @@ pub fn all() -> Vec<Backend> {
             packages: &[],
         },
         Backend {
+            name: "shm",
+            crate_dir: "hvd-shm",
+            feature: None,
+            probe: || {
+                if std::path::Path::new("/dev/shm").is_dir() {
+                    Ok(())
+                } else {
+                    Err("/dev/shm is not mounted".into())
+                }
+            },
+            install: "a Linux host with /dev/shm (tmpfs)",
+            packages: &[],
+        },
+        Backend {
             name: "mpi",
             crate_dir: "hvd-mpi",
             feature: Some("mpi"),

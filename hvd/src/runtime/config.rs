@@ -5,8 +5,8 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use hvd_core::Result;
 use hvd_core::units::{self, TimeUnit};
-use hvd_core::{Error, Result};
 
 use crate::env;
 
@@ -71,18 +71,7 @@ fn duration(suffixes: &[&str], bare: TimeUnit) -> Result<Option<Duration>> {
 }
 
 fn flag(suffix: &str) -> Result<bool> {
-    match env::lookup(suffix) {
-        None => Ok(false),
-        Some((name, value)) => match value.trim().to_ascii_lowercase().as_str() {
-            "1" | "true" | "yes" | "on" => Ok(true),
-            "0" | "false" | "no" | "off" | "" => Ok(false),
-            _ => Err(Error::Config {
-                name,
-                value,
-                expected: "1/true/yes/on or 0/false/no/off".into(),
-            }),
-        },
-    }
+    Ok(env::flag(suffix)?.unwrap_or(false))
 }
 
 impl Config {

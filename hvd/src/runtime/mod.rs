@@ -110,6 +110,7 @@ impl Builder {
             }
         };
         let topology = transport.topology().clone();
+        let transport_name = transport.backend();
         let trace = Arc::new(Trace::default());
         trace.recorder.set_mark_cycles(config.timeline_mark_cycles);
         if let Some(path) = &config.timeline {
@@ -141,6 +142,7 @@ impl Builder {
             ),
             inner: Arc::new(Inner {
                 topology,
+                transport: transport_name,
                 config,
                 global,
                 registry,
@@ -156,6 +158,7 @@ impl Builder {
 
 struct Inner {
     topology: Topology,
+    transport: &'static str,
     config: Config,
     global: Arc<SetEngine>,
     registry: Arc<Registry>,
@@ -218,6 +221,12 @@ impl Hvd {
     }
     pub fn cross_size(&self) -> usize {
         self.inner.topology.cross_size()
+    }
+
+    /// The transport the job runs on: `"shm"`, `"tcp"`, `"hierarchical"` (shared memory
+    /// within hosts, TCP across), `"mpi"`, or a custom one's name.
+    pub fn transport(&self) -> &'static str {
+        self.inner.transport
     }
 
     /// The configuration in effect.

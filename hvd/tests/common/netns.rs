@@ -38,10 +38,13 @@ impl NetnsHost {
     /// elsewhere a namespace that cannot be made fails the test.
     pub fn start(index: u8) -> NetnsHost {
         let tag = format!("hvdt{}x{index}", std::process::id() % 100_000);
+        // `veth` first: automatic interface choice skips such names, so tests that run
+        // meanwhile on this host do not see this one as a way out.
+        let short = format!("{}x{index}", std::process::id() % 100_000);
         let host = NetnsHost {
             name: tag.clone(),
-            here_iface: format!("{tag}a"),
-            there_iface: format!("{tag}b"),
+            here_iface: format!("vethh{short}a"),
+            there_iface: format!("vethh{short}b"),
             there: format!("10.231.{index}.2").parse().unwrap(),
             sshd: None,
         };

@@ -1,0 +1,228 @@
+//! [`Hierarchical`]: allreduce within hosts and across them; every other call goes to
+//! the flat group.
+
+use hvd_core::{
+    Collective, Device, Error, Reduction, Result, Tensor, TensorMut, Topology, kernels, validate,
+};
+
+use crate::plan::{Scheme, shard_counts};
+use crate::ranks::in_job;
+
+/// A [`Collective`] whose allreduce runs in three stages: within each host over `L`
+/// (shared memory), across hosts over cross groups split from the flat group `C`
+/// (TCP, RDMA), within each host again. Every other operation runs on `C` as is. See
+/// the [crate docs](crate).
+pub struct Hierarchical<L: Collective, C: Collective> {
+    flat: C,
+    local: L,
+    /// This rank's cross group; `None` for a rank that is not a leader under
+    /// [`Scheme::Leaders`].
+    cross: Option<Box<dyn Collective>>,
+    scheme: Scheme,
+    /// The job's rank of each rank of `local`, and of each rank of `cross`.
+    local_members: Vec<usize>,
+    cross_members: Vec<usize>,
+}
+
+impl<L: Collective, C: Collective> std::fmt::Debug for Hierarchical<L, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hierarchical")
+            .field("flat", &self.flat.backend())
+            .field("local", &self.local.backend())
+            .field("scheme", &self.scheme)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<L: Collective, C: Collective> Hierarchical<L, C> {
+    /// Builds the hierarchy over `flat` (every rank of the job) and `local` (the ranks
+    /// of this host, in the order of their job ranks). Collective over `flat`: every
+    /// rank calls it at the same point, since it splits the cross groups from it.
+    pub fn new(flat: C, local: L) -> Result<Self> {
+        let topology = flat.topology().clone();
+        let (me, local_rank, local_size) = (
+            topology.rank(),
+            topology.local_rank(),
+            topology.local_size(),
+        );
+        let inner = local.topology();
+        if (inner.rank(), inner.size()) != (local_rank, local_size) {
+            return Err(Error::Config {
+                name: "the local group of a hierarchical collective".into(),
+                value: format!("rank {} of {}", inner.rank(), inner.size()),
+                expected: format!(
+                    "this host's ranks, as the flat group sees them: local rank {local_rank} of {local_size} (rank {me})"
+                ),
+            });
+        }
+        let host = topology.hosts()[me];
+        let local_members = (0..topology.size())
+            .filter(|r| topology.hosts()[*r] == host)
+            .collect();
+        let scheme = Scheme::of(&topology);
+        let (mut cross, mut cross_members) = (None, Vec::new());
+        for members in scheme.cross_groups(&topology) {
+            if let Some(group) = flat.split(&members)? {
+                cross = Some(group);
+                cross_members = members;
+            }
+        }
+        Ok(Hierarchical {
+            flat,
+            local,
+            cross,
+            scheme,
+            local_members,
+            cross_members,
+        })
+    }
+
+    fn local<T>(&self, result: Result<T>) -> Result<T> {
+        result.map_err(|e| in_job(e, &self.local_members))
+    }
+
+    fn cross<T>(&self, result: Result<T>) -> Result<T> {
+        result.map_err(|e| in_job(e, &self.cross_members))
+    }
+
+    /// Reducescatter within the host, allreduce of this rank's shard across hosts,
+    /// allgather within the host.
+    fn uniform(
+        &self,
+        tensor: &mut TensorMut<'_>,
+        reduction: Reduction,
+        local_size: usize,
+    ) -> Result<()> {
+        let (name, dtype, count) = (tensor.name(), tensor.dtype(), tensor.len());
+        let bytes = host_bytes(tensor, self.flat.topology().rank())?;
+        let counts = shard_counts(count, local_size);
+        let mine = counts[self.local.topology().rank()];
+        let mut shard = vec![0u8; mine * dtype.size()];
+        let combine = Reduction {
+            op: reduction.op.combining_op(),
+            prescale: reduction.prescale,
+            postscale: 1.0,
+        };
+        self.local(self.local.reducescatter(
+            &Tensor::from_bytes(name, dtype, vec![count], bytes)?,
+            &mut TensorMut::from_bytes(name, dtype, vec![mine], &mut shard)?,
+            &counts,
+            combine,
+        ))?;
+        if let Some(cross) = &self.cross {
+            self.cross(cross.allreduce(
+                &mut [TensorMut::from_bytes(name, dtype, vec![mine], &mut shard)?],
+                Reduction::new(combine.op),
+            ))?;
+        }
+        kernels::finish(dtype, reduction, self.flat.topology().size(), &mut shard);
+        self.local(self.local.allgather(
+            &Tensor::from_bytes(name, dtype, vec![mine], &shard)?,
+            &mut TensorMut::from_bytes(name, dtype, vec![count], bytes)?,
+            &counts,
+        ))
+    }
+
+    /// Allreduce within the host, allreduce among the hosts' leaders, broadcast from
+    /// each leader within its host.
+    fn leaders(&self, tensor: &mut TensorMut<'_>, reduction: Reduction) -> Result<()> {
+        let (name, dtype, count) = (tensor.name(), tensor.dtype(), tensor.len());
+        let bytes = host_bytes(tensor, self.flat.topology().rank())?;
+        let combine = Reduction {
+            op: reduction.op.combining_op(),
+            prescale: reduction.prescale,
+            postscale: 1.0,
+        };
+        self.local(self.local.allreduce(
+            &mut [TensorMut::from_bytes(name, dtype, vec![count], bytes)?],
+            combine,
+        ))?;
+        if let Some(cross) = &self.cross {
+            self.cross(cross.allreduce(
+                &mut [TensorMut::from_bytes(name, dtype, vec![count], bytes)?],
+                Reduction::new(combine.op),
+            ))?;
+            kernels::finish(dtype, reduction, self.flat.topology().size(), bytes);
+        }
+        self.local(self.local.broadcast(
+            &mut [TensorMut::from_bytes(name, dtype, vec![count], bytes)?],
+            0,
+        ))
+    }
+}
+
+/// The tensor's bytes; hierarchical allreduce runs on host memory.
+fn host_bytes<'t>(tensor: &'t mut TensorMut<'_>, rank: usize) -> Result<&'t mut [u8]> {
+    let (device, name) = (tensor.device(), tensor.name().to_owned());
+    tensor.host_mut().ok_or_else(|| Error::Unsupported {
+        backend: "hierarchical",
+        what: format!("{device} memory (rank {rank}, allreduce of '{name}')"),
+    })
+}
+
+impl<L: Collective, C: Collective> Collective for Hierarchical<L, C> {
+    fn topology(&self) -> &Topology {
+        self.flat.topology()
+    }
+
+    fn backend(&self) -> &'static str {
+        "hierarchical"
+    }
+
+    fn supports(&self, device: Device) -> bool {
+        device == Device::Cpu && self.local.supports(device) && self.flat.supports(device)
+    }
+
+    fn allreduce(&self, tensors: &mut [TensorMut<'_>], reduction: Reduction) -> Result<()> {
+        // The inner groups see Average as Sum; what the call may do is decided here.
+        validate::allreduce(self.flat.topology().rank(), tensors, reduction)?;
+        for tensor in tensors.iter_mut() {
+            match self.scheme {
+                Scheme::Uniform { local_size } => self.uniform(tensor, reduction, local_size)?,
+                Scheme::Leaders => self.leaders(tensor, reduction)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn broadcast(&self, tensors: &mut [TensorMut<'_>], root: usize) -> Result<()> {
+        self.flat.broadcast(tensors, root)
+    }
+
+    fn allgather(
+        &self,
+        input: &Tensor<'_>,
+        output: &mut TensorMut<'_>,
+        counts: &[usize],
+    ) -> Result<()> {
+        self.flat.allgather(input, output, counts)
+    }
+
+    fn alltoall(
+        &self,
+        input: &Tensor<'_>,
+        send_counts: &[usize],
+        output: &mut TensorMut<'_>,
+        recv_counts: &[usize],
+    ) -> Result<()> {
+        self.flat.alltoall(input, send_counts, output, recv_counts)
+    }
+
+    fn reducescatter(
+        &self,
+        input: &Tensor<'_>,
+        output: &mut TensorMut<'_>,
+        counts: &[usize],
+        reduction: Reduction,
+    ) -> Result<()> {
+        self.flat.reducescatter(input, output, counts, reduction)
+    }
+
+    fn barrier(&self) -> Result<()> {
+        self.flat.barrier()
+    }
+
+    fn split(&self, members: &[usize]) -> Result<Option<Box<dyn Collective>>> {
+        self.flat.split(members)
+    }
+}
