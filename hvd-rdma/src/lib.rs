@@ -1,0 +1,70 @@
+//! # hvd-rdma: collectives over libfabric
+//!
+//! [`RdmaCollective`] implements [`hvd_core::Collective`] (backend name `"rdma"`) over
+//! libfabric's reliable datagram endpoints (`FI_EP_RDM`) with tagged messages, on
+//! whichever provider the machine has: `verbs` (InfiniBand, RoCE), `efa` (AWS), `shm`
+//! (one host) or `tcp` (anywhere). Host memory only.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use hvd_core::{Collective, MemoryStore, ReduceOp, Reduction, TensorMut};
+//! use hvd_rdma::{RdmaCollective, RdmaConfig};
+//!
+//! # fn main() -> hvd_core::Result<()> {
+//! let store = Arc::new(MemoryStore::new()); // shared by every rank (threads here)
+//! let group = RdmaCollective::connect(store, 0, 1, RdmaConfig::from_env()?)?;
+//! let mut grad = vec![1.0f32; 1024];
+//! group.allreduce(&mut [TensorMut::from_slice("grad", &mut grad)], Reduction::new(ReduceOp::Average))?;
+//! # Ok(()) }
+//! ```
+//!
+//! ## libfabric at run time
+//! libfabric (1.17 or later) is loaded with `dlopen` on first use (`libfabric.so.1`, then
+//! `libfabric.so`, or `HVD_LIBFABRIC_LIBRARY`), so building needs no system library and a
+//! machine without it gets [`Error::LibraryMissing`](hvd_core::Error::LibraryMissing)
+//! naming the package to install. The bindings (`src/sys`) are generated from the
+//! headers by `bindings/generate.sh` and checked in.
+//!
+//! ## Forming a group
+//! Each rank opens a fabric, domain, completion queue, address vector and endpoint on the
+//! chosen provider ([`RdmaConfig::provider`], `HVD_RDMA_PROVIDER` or `FI_PROVIDER`; by
+//! default the first of [`PREFERENCE`] offered), publishes the endpoint's address under
+//! `rdma/addr/<rank>` in the [`Store`](hvd_core::Store), reads everyone's into the
+//! address vector in rank order, and waits until every rank has done so. A rank that
+//! never appears is named in the error after `start_timeout`.
+//!
+//! ## Algorithms
+//! The schedules of [`hvd_core::schedule`], as over TCP: recursive doubling, binomial
+//! trees and direct exchanges up to `small_bytes` (256 KiB), pipelined rings and chains
+//! in messages of `chunk_bytes` (512 KiB) above, pairwise exchange for alltoall. Every
+//! frame is a tagged message (tag: call number, sender, frame number); up to four per
+//! peer and direction are in flight, each in a bounce buffer of the endpoint's,
+//! registered when the provider needs local registration (`FI_MR_LOCAL`). Reductions use
+//! [`hvd_core::kernels`] straight from the receive buffer.
+//!
+//! ## Faults
+//! The completion queue is polled by the calling thread (manual progress) with a
+//! deadline: when no message completes for `op_timeout` (`HVD_RDMA_TIMEOUT`, 60 s) the
+//! call fails with [`Error::Timeout`](hvd_core::Error::Timeout) naming the ranks it waits
+//! for and the provider; an operation the provider fails is
+//! [`Error::PeerLost`](hvd_core::Error::PeerLost) with libfabric's text. After a failure
+//! the group is poisoned: every later call returns the same error at once.
+//!
+//! ## Discovery
+//! [`providers`] lists what libfabric offers for hvd here; [`devices`] lists the RDMA
+//! devices and ports libibverbs sees, for `hvdrun --check`.
+
+mod collective;
+mod config;
+mod devices;
+mod endpoint;
+mod engine;
+mod info;
+mod library;
+mod rendezvous;
+mod sys;
+
+pub use collective::RdmaCollective;
+pub use config::RdmaConfig;
+pub use devices::{Device, Port, devices};
+pub use info::{PREFERENCE, Provider, providers};
