@@ -114,7 +114,7 @@ impl RdmaCollective {
             store,
             prefix,
             state: Mutex::new(Group {
-                engine: Engine::new(endpoint, size, config.op_timeout),
+                engine: Engine::new(endpoint, size, config.op_timeout)?,
                 seq: 0,
                 splits: 0,
                 poisoned: None,
@@ -163,7 +163,7 @@ impl RdmaCollective {
         }
     }
 
-    /// Runs `schedule`; a failure poisons the group.
+    /// Runs `schedule`; a failure poisons the group after telling the other ranks.
     fn run(
         &self,
         group: &mut Group,
@@ -171,17 +171,19 @@ impl RdmaCollective {
         layout: &mut Layout<'_>,
         schedule: &mut dyn Schedule,
     ) -> Result<()> {
-        let Err(error) = group.engine.run(call, layout, schedule) else {
+        let Err(fault) = group.engine.run(call, layout, schedule) else {
             return Ok(());
         };
         tracing::warn!(
-            "rank {}: {} of '{}' failed, closing the group: {error}",
+            "rank {}: {} of '{}' failed, closing the group: {}",
             call.rank,
             call.op,
-            call.tensor
+            call.tensor,
+            fault.error
         );
-        group.poisoned = Some(error.clone());
-        Err(error)
+        group.engine.abort(call, &fault);
+        group.poisoned = Some(fault.error.clone());
+        Err(fault.error)
     }
 
     fn is_small(&self, len: usize) -> bool {

@@ -287,8 +287,9 @@ impl Endpoint {
         unsafe { sys::fi_tsend(self.ep, buf.cast(), len, desc, dest, tag, context) }
     }
 
-    /// Receives a message tagged `tag` into the first `len` bytes of the slot's buffer.
-    pub(crate) fn receive(&mut self, slot: usize, len: usize, tag: u64) -> Code {
+    /// Receives a message whose tag matches `tag` in the bits not set in `ignore`, into
+    /// the first `len` bytes of the slot's buffer.
+    pub(crate) fn receive(&mut self, slot: usize, len: usize, tag: u64, ignore: u64) -> Code {
         let (context, desc, buf) = self.context(slot);
         // SAFETY: as for `send`; any source, the tag carries the sender's rank.
         unsafe {
@@ -299,7 +300,7 @@ impl Endpoint {
                 desc,
                 sys::FI_ADDR_UNSPEC,
                 tag,
-                0,
+                ignore,
                 context,
             )
         }

@@ -38,9 +38,75 @@ pub(crate) struct Call<'a> {
 
 /// The tag of frame `frame` from `from` in call `seq`: both sides count frames per peer
 /// and direction, so the `n`-th send meets the `n`-th receive. The sender's rank is in
-/// the tag because receives accept any source.
+/// the tag because receives accept any source. The top bit is left for aborts.
 fn tag(seq: u32, from: usize, frame: u32) -> u64 {
-    (u64::from(seq & 0xffff) << 48) | (((from & 0xffff) as u64) << 32) | u64::from(frame)
+    (u64::from(seq & 0x7fff) << 48) | (((from & 0xffff) as u64) << 32) | u64::from(frame)
+}
+
+/// Tags with this bit carry an [`Abort`]; one receive for them is always posted.
+const ABORT_TAG: u64 = 1 << 63;
+
+/// How long a failing rank tries to deliver its aborts.
+const ABORT_GRACE: Duration = Duration::from_millis(500);
+
+/// The most bytes of an abort's cause that travel.
+const MAX_CAUSE: usize = 1024;
+
+/// What a failing rank tells the others, so that ranks waiting on someone else than the
+/// culprit fail at once, naming it, instead of timing out on a healthy neighbour.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Abort {
+    pub culprit: usize,
+    pub reporter: usize,
+    pub cause: String,
+}
+
+impl Abort {
+    fn encode(&self) -> Vec<u8> {
+        let mut cause = self.cause.as_str();
+        while cause.len() > MAX_CAUSE {
+            let mut end = MAX_CAUSE;
+            while !cause.is_char_boundary(end) {
+                end -= 1;
+            }
+            cause = &cause[..end];
+        }
+        format!("{}\n{}\n{cause}", self.culprit, self.reporter).into_bytes()
+    }
+
+    fn decode(bytes: &[u8]) -> Option<Abort> {
+        let text = std::str::from_utf8(bytes).ok()?;
+        let mut parts = text.splitn(3, '\n');
+        Some(Abort {
+            culprit: parts.next()?.parse().ok()?,
+            reporter: parts.next()?.parse().ok()?,
+            cause: parts.next()?.to_owned(),
+        })
+    }
+}
+
+/// A failed call: the error this rank returns and the rank it blames.
+#[derive(Debug)]
+pub(crate) struct Fault {
+    pub error: Error,
+    /// The rank that failed, when one did; it gets no abort.
+    pub culprit: Option<usize>,
+    /// Whether this came from another rank's abort, which needs no repeating.
+    pub reported: bool,
+}
+
+impl From<Error> for Box<Fault> {
+    fn from(error: Error) -> Self {
+        let culprit = match &error {
+            Error::PeerLost { peer, .. } => Some(*peer),
+            _ => None,
+        };
+        Box::new(Fault {
+            error,
+            culprit,
+            reported: false,
+        })
+    }
 }
 
 #[derive(Debug)]
@@ -69,15 +135,73 @@ pub(crate) struct Engine {
     stashes: Vec<Vec<u8>>,
     op_timeout: Duration,
     completions: Vec<Completion>,
+    /// The slot of the always-posted receive for aborts.
+    abort_slot: usize,
 }
 
 impl Engine {
-    pub(crate) fn new(endpoint: Endpoint, size: usize, op_timeout: Duration) -> Self {
-        Engine {
+    /// Takes over an endpoint whose address vector is filled, and posts the receive for
+    /// other ranks' aborts.
+    pub(crate) fn new(mut endpoint: Endpoint, size: usize, op_timeout: Duration) -> Result<Self> {
+        let len = MAX_CAUSE + 64;
+        let abort_slot = endpoint.acquire(len)?;
+        let code = endpoint.receive(abort_slot, len, ABORT_TAG, !ABORT_TAG);
+        if code != 0 {
+            return Err(endpoint.error("fi_trecv (abort)", code as i64));
+        }
+        Ok(Engine {
             endpoint,
             stashes: vec![Vec::new(); size],
             op_timeout,
             completions: Vec::new(),
+            abort_slot,
+        })
+    }
+
+    /// Tells every rank but the culprit why this rank's call failed, as far as it can
+    /// within a short grace period.
+    pub(crate) fn abort(&mut self, call: &Call<'_>, fault: &Fault) {
+        if fault.reported {
+            return;
+        }
+        let cause = match &fault.error {
+            Error::PeerLost { cause, .. } => cause.clone(),
+            other => other.to_string(),
+        };
+        let abort = Abort {
+            culprit: fault.culprit.unwrap_or(call.rank),
+            reporter: call.rank,
+            cause,
+        };
+        let bytes = abort.encode();
+        let mut pending = Vec::new();
+        for peer in (0..call.ranks).filter(|p| *p != call.rank && Some(*p) != fault.culprit) {
+            let Ok(slot) = self.endpoint.acquire(bytes.len()) else {
+                continue;
+            };
+            self.endpoint.buffer_mut(slot)[..bytes.len()].copy_from_slice(&bytes);
+            let tag = ABORT_TAG | call.rank as u64;
+            let deadline = Instant::now() + ABORT_GRACE;
+            loop {
+                match self.endpoint.send(slot, bytes.len(), peer, tag) {
+                    0 => {
+                        pending.push(slot);
+                        break;
+                    }
+                    AGAIN if Instant::now() < deadline => {
+                        let _ = self.endpoint.poll(&mut self.completions);
+                    }
+                    _ => break,
+                }
+            }
+        }
+        let deadline = Instant::now() + ABORT_GRACE;
+        while !pending.is_empty() && Instant::now() < deadline {
+            self.completions.clear();
+            if self.endpoint.poll(&mut self.completions).is_err() {
+                break;
+            }
+            pending.retain(|slot| !self.completions.iter().any(|c| c.slot == *slot));
         }
     }
 
@@ -87,10 +211,12 @@ impl Engine {
         call: &Call<'_>,
         layout: &mut Layout<'_>,
         schedule: &mut dyn Schedule,
-    ) -> Result<()> {
+    ) -> Result<(), Box<Fault>> {
         let peers = schedule.peers();
         if let Some(bad) = peers.iter().find(|p| **p >= call.ranks || **p == call.rank) {
-            return Err(self.local(call, format!("the schedule names rank {bad} as a peer")));
+            return Err(self
+                .local(call, format!("the schedule names rank {bad} as a peer"))
+                .into());
         }
         let mut lanes: Vec<Lane> = (0..call.ranks).map(|_| Lane::default()).collect();
         let mut quiet_since = Instant::now();
@@ -110,7 +236,7 @@ impl Engine {
             if moved {
                 quiet_since = now;
             } else if now.duration_since(quiet_since) >= self.op_timeout {
-                return Err(self.timeout(call, &lanes, &peers));
+                return Err(self.timeout(call, &lanes, &peers, None));
             } else if now.duration_since(quiet_since) >= SPIN {
                 std::thread::sleep(NAP);
             } else {
@@ -128,7 +254,7 @@ impl Engine {
         lanes: &mut [Lane],
         peer: usize,
         quiet_since: Instant,
-    ) -> Result<bool> {
+    ) -> Result<bool, Box<Fault>> {
         let mut moved = false;
         while lanes[peer].sends.len() < DEPTH {
             let Some(range) = schedule.next_send(peer) else {
@@ -157,7 +283,7 @@ impl Engine {
             let slot = self.acquire(call, len)?;
             let frame_tag = tag(call.seq, peer, lanes[peer].received);
             self.retry(call, lanes, quiet_since, "fi_trecv", peer, |e| {
-                e.receive(slot, len, frame_tag)
+                e.receive(slot, len, frame_tag, 0)
             })?;
             let lane = &mut lanes[peer];
             lane.received += 1;
@@ -224,32 +350,33 @@ impl Engine {
         what: &str,
         peer: usize,
         mut post: impl FnMut(&mut Endpoint) -> Code,
-    ) -> Result<()> {
+    ) -> Result<(), Box<Fault>> {
         loop {
             let code = post(&mut self.endpoint);
             if code == 0 {
                 return Ok(());
             }
             if code != AGAIN {
-                return Err(self.lost(
-                    call,
-                    peer,
-                    format!("{what} failed: {}", self.endpoint.strerror(code as i64)),
-                ));
+                let cause = format!("{what} failed: {}", self.endpoint.strerror(code as i64));
+                return Err(self.lost(call, peer, cause).into());
             }
             self.collect(call, lanes)?;
+            std::thread::yield_now();
             if quiet_since.elapsed() >= self.op_timeout {
-                let peers: Vec<usize> = (0..call.ranks).filter(|p| *p != call.rank).collect();
-                return Err(self.timeout(call, lanes, &peers));
+                let others: Vec<usize> = (0..call.ranks).filter(|p| *p != call.rank).collect();
+                return Err(self.timeout(call, lanes, &others, Some(peer)));
             }
         }
     }
 
     /// Reads the completion queue and marks what finished.
-    fn collect(&mut self, call: &Call<'_>, lanes: &mut [Lane]) -> Result<bool> {
+    fn collect(&mut self, call: &Call<'_>, lanes: &mut [Lane]) -> Result<bool, Box<Fault>> {
         self.completions.clear();
         if let Err(failed) = self.endpoint.poll(&mut self.completions) {
-            return Err(self.failed(call, lanes, failed));
+            return Err(self.failed(call, lanes, failed).into());
+        }
+        if let Some(done) = self.completions.iter().find(|c| c.slot == self.abort_slot) {
+            return Err(self.reported(call, done.len));
         }
         for done in &self.completions {
             let entry = lanes
@@ -271,7 +398,7 @@ impl Engine {
         schedule: &mut dyn Schedule,
         lane: &mut Lane,
         peer: usize,
-    ) -> Result<bool> {
+    ) -> Result<bool, Box<Fault>> {
         let mut moved = false;
         while lane.sends.front().is_some_and(|f| f.done.is_some()) {
             if let Some(frame) = lane.sends.pop_front() {
@@ -406,8 +533,40 @@ impl Engine {
         }
     }
 
-    fn timeout(&self, call: &Call<'_>, lanes: &[Lane], peers: &[usize]) -> Error {
-        let mut waiting = Vec::new();
+    /// Another rank's abort arrived: the call fails naming the rank it blames.
+    fn reported(&self, call: &Call<'_>, len: usize) -> Box<Fault> {
+        let bytes = &self.endpoint.buffer(self.abort_slot)[..len.min(MAX_CAUSE + 64)];
+        let abort = Abort::decode(bytes).unwrap_or(Abort {
+            culprit: call.rank,
+            reporter: call.rank,
+            cause: "a rank aborted with an unreadable reason".into(),
+        });
+        Box::new(Fault {
+            error: Error::PeerLost {
+                rank: call.rank,
+                peer: abort.culprit,
+                op: call.op,
+                tensor: call.tensor.to_owned(),
+                cause: format!("reported by rank {}: {}", abort.reporter, abort.cause),
+            },
+            culprit: Some(abort.culprit),
+            reported: true,
+        })
+    }
+
+    /// The call waited too long; `stuck` is a peer a frame could not even be posted to.
+    fn timeout(
+        &self,
+        call: &Call<'_>,
+        lanes: &[Lane],
+        peers: &[usize],
+        stuck: Option<usize>,
+    ) -> Box<Fault> {
+        let mut culprit = stuck;
+        let mut waiting: Vec<String> = stuck
+            .map(|p| format!("rank {p} (the provider takes no more frames for it)"))
+            .into_iter()
+            .collect();
         for &peer in peers {
             let Some(lane) = lanes.get(peer) else {
                 continue;
@@ -415,15 +574,24 @@ impl Engine {
             let unreceived = lane.recvs.iter().filter(|f| f.done.is_none()).count();
             let unsent = lane.sends.iter().filter(|f| f.done.is_none()).count();
             if unreceived > 0 {
+                culprit.get_or_insert(peer);
                 waiting.push(format!("rank {peer} ({unreceived} frames not arrived)"));
             } else if unsent > 0 {
                 waiting.push(format!("rank {peer} ({unsent} frames not taken)"));
             }
         }
+        // A peer that sends nothing is more likely the dead one than one that takes nothing.
+        if culprit.is_none() {
+            culprit = peers.iter().copied().find(|p| {
+                lanes
+                    .get(*p)
+                    .is_some_and(|l| l.sends.iter().any(|f| f.done.is_none()))
+            });
+        }
         if waiting.is_empty() {
             waiting.push("the schedule to release a frame".into());
         }
-        Error::Timeout {
+        let error = Error::Timeout {
             rank: call.rank,
             op: call.op,
             tensor: call.tensor.to_owned(),
@@ -433,7 +601,12 @@ impl Engine {
                 waiting.join(", "),
                 self.endpoint.provider.name
             ),
-        }
+        };
+        Box::new(Fault {
+            error,
+            culprit,
+            reported: false,
+        })
     }
 }
 
@@ -457,6 +630,21 @@ mod tests {
         assert_eq!(tag(1, 2, 3), 0x0001_0002_0000_0003);
         assert_ne!(tag(1, 2, 3), tag(2, 2, 3));
         assert_ne!(tag(1, 2, 3), tag(1, 3, 3));
-        assert_eq!(tag(0x1_0005, 0, 0), tag(5, 0, 0));
+        assert_eq!(tag(0x8005, 0, 0), tag(5, 0, 0));
+        assert_eq!(tag(u32::MAX, 0xffff, u32::MAX) & ABORT_TAG, 0);
+    }
+
+    #[test]
+    fn aborts_round_trip_and_long_causes_are_cut_between_characters() {
+        let abort = Abort {
+            culprit: 2,
+            reporter: 0,
+            cause: "é".repeat(MAX_CAUSE),
+        };
+        let decoded = Abort::decode(&abort.encode());
+        let cause = decoded.as_ref().map(|a| a.cause.len());
+        assert_eq!(cause, Some(MAX_CAUSE));
+        assert_eq!(decoded.map(|a| (a.culprit, a.reporter)), Some((2, 0)));
+        assert_eq!(Abort::decode(b"x"), None);
     }
 }
