@@ -66,6 +66,8 @@ pub(crate) struct Endpoint {
     free: Vec<usize>,
     /// The largest message the provider carries.
     pub max_message: usize,
+    /// The most pieces one vectored send may have.
+    pub iov_limit: usize,
 }
 
 // SAFETY: the endpoint is opened with FI_THREAD_DOMAIN, which allows any thread to use
@@ -76,9 +78,10 @@ impl Endpoint {
     /// Opens everything up to an enabled endpoint with an address vector for `size` ranks.
     pub(crate) fn open(library: &'static Library, info: OwnedInfo, size: usize) -> Result<Self> {
         // SAFETY: `info.info` is a valid fi_info with its attributes.
-        let (provider, max_message) = unsafe {
+        let (provider, max_message, iov_limit) = unsafe {
             let info = &*info.info;
-            (describe(info), (*info.ep_attr).max_msg_size)
+            let tx = &*info.tx_attr;
+            (describe(info), (*info.ep_attr).max_msg_size, tx.iov_limit)
         };
         let mut endpoint = Endpoint {
             library,
@@ -93,6 +96,7 @@ impl Endpoint {
             slots: Vec::new(),
             free: Vec::new(),
             max_message,
+            iov_limit,
         };
         endpoint.build(size)?;
         Ok(endpoint)
@@ -285,6 +289,39 @@ impl Endpoint {
         // SAFETY: the slot's buffer holds at least `len` bytes and stays untouched until
         // the completion for `context` is read.
         unsafe { sys::fi_tsend(self.ep, buf.cast(), len, desc, dest, tag, context) }
+    }
+
+    /// Sends the bytes of `pieces` as one message to `peer` with `tag`, straight from
+    /// the caller's memory (providers that need no local registration only).
+    ///
+    /// # Safety
+    /// The pieces must stay valid and unmodified until the completion for `slot` is read.
+    pub(crate) unsafe fn send_vectored(
+        &mut self,
+        slot: usize,
+        pieces: &[sys::iovec],
+        peer: usize,
+        tag: u64,
+    ) -> Code {
+        let dest = self
+            .addresses
+            .get(peer)
+            .copied()
+            .unwrap_or(sys::FI_ADDR_UNSPEC);
+        let (context, _, _) = self.context(slot);
+        // SAFETY: the caller keeps the pieces alive and unchanged until completion; the
+        // provider copies the iovec array itself before returning.
+        unsafe {
+            sys::fi_tsendv(
+                self.ep,
+                pieces.as_ptr(),
+                ptr::null_mut(),
+                pieces.len(),
+                dest,
+                tag,
+                context,
+            )
+        }
     }
 
     /// Receives a message whose tag matches `tag` in the bits not set in `ignore`, into

@@ -14,6 +14,7 @@ use hvd_core::schedule::{Action, Data, Done, Layout, MAX_IOV, Recv, Schedule};
 use hvd_core::{Error, Reduction, Result};
 
 use crate::endpoint::{AGAIN, Code, Completion, Endpoint, Failed};
+use crate::sys;
 
 /// Frames in flight per peer and direction: enough to keep a pipelined ring busy while
 /// earlier frames complete, few enough to bound the bounce buffers.
@@ -22,6 +23,10 @@ pub(crate) const DEPTH: usize = 4;
 /// After this long without progress a waiting rank sleeps between polls, leaving the
 /// core to ranks that have work.
 const SPIN: Duration = Duration::from_millis(1);
+
+/// Frames of at least this many bytes are sent straight from the tensors when the
+/// provider needs no registration; smaller ones cost less to copy than to describe.
+const DIRECT_MIN: usize = 32 << 10;
 const NAP: Duration = Duration::from_micros(20);
 
 /// The call a frame belongs to, for tags and messages.
@@ -48,6 +53,9 @@ const ABORT_TAG: u64 = 1 << 63;
 
 /// How long a failing rank tries to deliver its aborts.
 const ABORT_GRACE: Duration = Duration::from_millis(500);
+
+/// How long a rank whose transfer failed looks for an abort explaining it.
+const ABORT_LOOKOUT: Duration = Duration::from_millis(200);
 
 /// The most bytes of an abort's cause that travel.
 const MAX_CAUSE: usize = 1024;
@@ -112,6 +120,9 @@ impl From<Error> for Box<Fault> {
 #[derive(Debug)]
 struct InFlight {
     slot: usize,
+    /// The layout bytes a send reads in place until it completes (none when staged):
+    /// nothing may write them meanwhile.
+    reads: Option<Range<usize>>,
     /// What to do with a received frame (`None` for sends).
     recv: Option<Recv>,
     /// Set when the operation completed: the bytes that arrived.
@@ -227,7 +238,7 @@ impl Engine {
             }
             moved |= self.collect(call, &mut lanes)?;
             for &peer in &peers {
-                moved |= self.retire(call, layout, schedule, &mut lanes[peer], peer)?;
+                moved |= self.retire(call, layout, schedule, &mut lanes, peer)?;
             }
             if schedule.is_done() {
                 return Ok(());
@@ -260,16 +271,31 @@ impl Engine {
             let Some(range) = schedule.next_send(peer) else {
                 break;
             };
-            let len = range.len();
-            let slot = self.stage(call, layout, range)?;
             let frame_tag = tag(call.seq, call.rank, lanes[peer].sent);
-            self.retry(call, lanes, quiet_since, "fi_tsend", peer, |e| {
-                e.send(slot, len, peer, frame_tag)
-            })?;
+            let reads = match self.pieces(layout, &range) {
+                Some(pieces) => {
+                    let slot = self.acquire(call, 0)?;
+                    self.retry(call, lanes, quiet_since, "fi_tsendv", peer, |e| {
+                        // SAFETY: the pieces are tensor bytes of this call, which outlive
+                        // it; `reads` keeps receives from writing them until completion.
+                        unsafe { e.send_vectored(slot, &pieces, peer, frame_tag) }
+                    })?;
+                    (slot, Some(range))
+                }
+                None => {
+                    let len = range.len();
+                    let slot = self.stage(call, layout, range)?;
+                    self.retry(call, lanes, quiet_since, "fi_tsend", peer, |e| {
+                        e.send(slot, len, peer, frame_tag)
+                    })?;
+                    (slot, None)
+                }
+            };
             let lane = &mut lanes[peer];
             lane.sent += 1;
             lane.sends.push_back(InFlight {
-                slot,
+                slot: reads.0,
+                reads: reads.1,
                 recv: None,
                 done: None,
             });
@@ -289,12 +315,33 @@ impl Engine {
             lane.received += 1;
             lane.recvs.push_back(InFlight {
                 slot,
+                reads: None,
                 recv: Some(recv),
                 done: None,
             });
             moved = true;
         }
         Ok(moved)
+    }
+
+    /// The pieces of `range` for a send in place, when the provider allows one and the
+    /// range is large enough and fits one vectored send.
+    fn pieces(&self, layout: &Layout<'_>, range: &Range<usize>) -> Option<Vec<sys::iovec>> {
+        if self.endpoint.provider.registers_memory || range.len() < DIRECT_MIN {
+            return None;
+        }
+        let mut slices = [std::io::IoSlice::new(&[]); MAX_IOV];
+        let limit = self.endpoint.iov_limit.clamp(1, MAX_IOV);
+        let count = layout.gather(range.clone(), &mut slices[..limit]);
+        let pieces: Vec<sys::iovec> = slices[..count]
+            .iter()
+            .map(|s| sys::iovec {
+                iov_base: s.as_ptr().cast_mut().cast(),
+                iov_len: s.len(),
+            })
+            .collect();
+        let covered: usize = pieces.iter().map(|p| p.iov_len).sum();
+        (covered == range.len()).then_some(pieces)
     }
 
     /// A bounce buffer of at least `len` bytes.
@@ -373,6 +420,11 @@ impl Engine {
     fn collect(&mut self, call: &Call<'_>, lanes: &mut [Lane]) -> Result<bool, Box<Fault>> {
         self.completions.clear();
         if let Err(failed) = self.endpoint.poll(&mut self.completions) {
+            // A survivor that failed first may have exited since, which fails transfers
+            // from it too: its abort, if one came, names the real culprit.
+            if let Some(reported) = self.abort_within(call, ABORT_LOOKOUT) {
+                return Err(reported);
+            }
             return Err(self.failed(call, lanes, failed).into());
         }
         if let Some(done) = self.completions.iter().find(|c| c.slot == self.abort_slot) {
@@ -390,18 +442,19 @@ impl Engine {
         Ok(!self.completions.is_empty())
     }
 
-    /// Reports the finished frames at the head of `lane`, in release order.
+    /// Reports the finished frames at the head of `peer`'s lane, in release order. A
+    /// receive that would write bytes a send still reads in place waits for that send.
     fn retire(
         &mut self,
         call: &Call<'_>,
         layout: &mut Layout<'_>,
         schedule: &mut dyn Schedule,
-        lane: &mut Lane,
+        lanes: &mut [Lane],
         peer: usize,
     ) -> Result<bool, Box<Fault>> {
         let mut moved = false;
-        while lane.sends.front().is_some_and(|f| f.done.is_some()) {
-            if let Some(frame) = lane.sends.pop_front() {
+        while lanes[peer].sends.front().is_some_and(|f| f.done.is_some()) {
+            if let Some(frame) = lanes[peer].sends.pop_front() {
                 self.endpoint.release(frame.slot);
             }
             self.complete(call, layout, schedule, Done::Sent(peer))?;
@@ -411,10 +464,14 @@ impl Engine {
             slot,
             recv: Some(recv),
             done: Some(len),
-        }) = lane.recvs.front()
+            ..
+        }) = lanes[peer].recvs.front()
         {
+            if recv.action != Action::Stash && being_sent(lanes, &recv.range) {
+                break;
+            }
             let (slot, len, recv) = (*slot, *len, recv.clone());
-            lane.recvs.pop_front();
+            lanes[peer].recvs.pop_front();
             let applied = self.apply(call, layout, peer, slot, len, &recv);
             self.endpoint.release(slot);
             applied?;
@@ -533,6 +590,22 @@ impl Engine {
         }
     }
 
+    /// Another rank's abort, if one arrives within `wait`.
+    fn abort_within(&mut self, call: &Call<'_>, wait: Duration) -> Option<Box<Fault>> {
+        let deadline = Instant::now() + wait;
+        let mut seen = Vec::new();
+        while Instant::now() < deadline {
+            // Other failures are the ones being explained; keep reading past them.
+            let _ = self.endpoint.poll(&mut seen);
+            if let Some(done) = seen.iter().find(|c| c.slot == self.abort_slot) {
+                return Some(self.reported(call, done.len));
+            }
+            seen.clear();
+            std::thread::yield_now();
+        }
+        None
+    }
+
     /// Another rank's abort arrived: the call fails naming the rank it blames.
     fn reported(&self, call: &Call<'_>, len: usize) -> Box<Fault> {
         let bytes = &self.endpoint.buffer(self.abort_slot)[..len.min(MAX_CAUSE + 64)];
@@ -608,6 +681,16 @@ impl Engine {
             reported: false,
         })
     }
+}
+
+/// Whether a send still in flight reads any byte of `range` in place.
+fn being_sent(lanes: &[Lane], range: &Range<usize>) -> bool {
+    lanes.iter().flat_map(|l| &l.sends).any(|f| {
+        f.done.is_none()
+            && f.reads
+                .as_ref()
+                .is_some_and(|r| r.start < range.end && range.start < r.end)
+    })
 }
 
 fn mismatched(call: &Call<'_>, peer: usize, got: usize, expected: usize) -> Error {

@@ -270,3 +270,29 @@ pub(crate) unsafe fn fi_cq_strerror(
         )
     }
 }
+
+pub(crate) unsafe fn fi_tsendv(
+    ep: *mut fid_ep,
+    iov: *const iovec,
+    desc: *mut *mut c_void,
+    count: usize,
+    dest: fi_addr_t,
+    tag: u64,
+    context: *mut c_void,
+) -> isize {
+    // SAFETY: see the module's safety section.
+    unsafe {
+        call!(
+            (*ep).tagged,
+            sendv,
+            NO_ENTRY as isize,
+            ep,
+            iov,
+            desc,
+            count,
+            dest,
+            tag,
+            context
+        )
+    }
+}
