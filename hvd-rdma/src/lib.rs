@@ -36,19 +36,36 @@
 //! ## Algorithms
 //! The schedules of [`hvd_core::schedule`], as over TCP: recursive doubling, binomial
 //! trees and direct exchanges up to `small_bytes` (256 KiB), pipelined rings and chains
-//! in messages of `chunk_bytes` (512 KiB) above, pairwise exchange for alltoall. Every
-//! frame is a tagged message (tag: call number, sender, frame number); up to four per
-//! peer and direction are in flight, each in a bounce buffer of the endpoint's,
-//! registered when the provider needs local registration (`FI_MR_LOCAL`). Reductions use
-//! [`hvd_core::kernels`] straight from the receive buffer.
+//! in messages of `chunk_bytes` (2 MiB) above, pairwise exchange for alltoall. Every
+//! frame is a tagged message (tag: call number, sender, frame number, so receives accept
+//! any source and need no `FI_DIRECTED_RECV`); up to four per peer and direction are in
+//! flight. Frames of 32 KiB and more leave straight from the tensors (`fi_tsendv`) when
+//! the provider needs no local registration; smaller ones, and every frame of a provider
+//! with `FI_MR_LOCAL` (verbs, EFA), go through bounce buffers the endpoint registers
+//! once. Receives land in bounce buffers and are reduced from there with
+//! [`hvd_core::kernels`], in the order the schedule released them.
 //!
 //! ## Faults
 //! The completion queue is polled by the calling thread (manual progress) with a
 //! deadline: when no message completes for `op_timeout` (`HVD_RDMA_TIMEOUT`, 60 s) the
 //! call fails with [`Error::Timeout`](hvd_core::Error::Timeout) naming the ranks it waits
 //! for and the provider; an operation the provider fails is
-//! [`Error::PeerLost`](hvd_core::Error::PeerLost) with libfabric's text. After a failure
-//! the group is poisoned: every later call returns the same error at once.
+//! [`Error::PeerLost`](hvd_core::Error::PeerLost) with libfabric's text (`fi_strerror`
+//! and the provider's own). The rank that fails first sends an abort (culprit, reporter,
+//! cause) to every other rank, on a tag bit no frame uses and for which a receive is
+//! always posted, so ranks that wait on someone else fail at once with
+//! `PeerLost { peer: <culprit>, cause: "reported by rank X: ..." }`. After a failure the
+//! group is poisoned: every later call returns the same error at once.
+//!
+//! ## Environment
+//! | variable | meaning | default |
+//! |---|---|---|
+//! | `HVD_RDMA_PROVIDER` (alias `FI_PROVIDER`) | libfabric provider | first of [`PREFERENCE`] offered |
+//! | `HVD_LIBFABRIC_LIBRARY` | libfabric to load | `libfabric.so.1`, then `libfabric.so` |
+//! | `HVD_START_TIMEOUT` | seconds to form the group | 30 |
+//! | `HVD_RDMA_TIMEOUT` | seconds a call waits without progress | 60 |
+//! | `HVD_RDMA_SMALL_BYTES` | crossover to the latency-optimal algorithms | 256K |
+//! | `HVD_RDMA_CHUNK_BYTES` | message size of rings and chains | 2M |
 //!
 //! ## Discovery
 //! [`providers`] lists what libfabric offers for hvd here; [`devices`] lists the RDMA
