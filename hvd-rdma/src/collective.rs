@@ -91,7 +91,8 @@ impl RdmaCollective {
             });
         }
         let library = library()?;
-        let endpoint = Endpoint::open(library, choose(config.provider.as_deref())?, size)?;
+        let info = choose(config.provider.as_deref())?;
+        let endpoint = Endpoint::open(library, info, size, config.register_memory)?;
         let provider = endpoint.provider.clone();
         config.chunk_bytes = config.chunk_bytes.min(endpoint.max_message);
         config.small_bytes = config.small_bytes.min(endpoint.max_message);

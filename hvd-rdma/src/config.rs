@@ -23,6 +23,10 @@ pub struct RdmaConfig {
     /// and an acknowledgement) before its bytes move: on loopback `tcp;ofi_rxm`, 2 MiB
     /// beat 256 KiB to 1 MiB at 16 and 64 MiB, and `shm` was indifferent.
     pub chunk_bytes: usize,
+    /// Moves every message through registered bounce buffers, as providers that need
+    /// local registration (`FI_MR_LOCAL`: verbs, EFA) require, on any provider: how that
+    /// path is tested where no such hardware is.
+    pub register_memory: bool,
 }
 
 impl Default for RdmaConfig {
@@ -33,6 +37,7 @@ impl Default for RdmaConfig {
             op_timeout: Duration::from_secs(60),
             small_bytes: 256 << 10,
             chunk_bytes: 2 << 20,
+            register_memory: false,
         }
     }
 }

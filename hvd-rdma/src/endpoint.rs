@@ -68,6 +68,11 @@ pub(crate) struct Endpoint {
     pub max_message: usize,
     /// The most pieces one vectored send may have.
     pub iov_limit: usize,
+    /// Whether messages go only through registered bounce buffers: when the provider
+    /// needs local registration, or when asked to.
+    pub registers: bool,
+    /// Registrations so far, which makes each one's key unique.
+    registrations: u64,
 }
 
 // SAFETY: the endpoint is opened with FI_THREAD_DOMAIN, which allows any thread to use
@@ -75,8 +80,14 @@ pub(crate) struct Endpoint {
 unsafe impl Send for Endpoint {}
 
 impl Endpoint {
-    /// Opens everything up to an enabled endpoint with an address vector for `size` ranks.
-    pub(crate) fn open(library: &'static Library, info: OwnedInfo, size: usize) -> Result<Self> {
+    /// Opens everything up to an enabled endpoint with an address vector for `size` ranks;
+    /// `register` registers the bounce buffers even where the provider does not need it.
+    pub(crate) fn open(
+        library: &'static Library,
+        info: OwnedInfo,
+        size: usize,
+        register: bool,
+    ) -> Result<Self> {
         // SAFETY: `info.info` is a valid fi_info with its attributes.
         let (provider, max_message, iov_limit) = unsafe {
             let info = &*info.info;
@@ -85,7 +96,6 @@ impl Endpoint {
         };
         let mut endpoint = Endpoint {
             library,
-            provider,
             info,
             fabric: ptr::null_mut(),
             domain: ptr::null_mut(),
@@ -97,6 +107,9 @@ impl Endpoint {
             free: Vec::new(),
             max_message,
             iov_limit,
+            registers: register || provider.registers_memory,
+            registrations: 0,
+            provider,
         };
         endpoint.build(size)?;
         Ok(endpoint)
@@ -221,8 +234,10 @@ impl Endpoint {
         self.unregister(slot);
         let buffer = vec![0u8; len.next_power_of_two()];
         self.slots[slot].buffer = buffer;
-        if self.provider.registers_memory {
+        if self.registers {
             let access = u64::from(sys::FI_SEND | sys::FI_RECV);
+            self.registrations += 1;
+            let key = self.registrations;
             let s = &mut self.slots[slot];
             // SAFETY: the buffer lives in the slot until it is unregistered (drop or
             // the next growth), which happens before the buffer is freed.
@@ -232,6 +247,7 @@ impl Endpoint {
                     s.buffer.as_ptr().cast(),
                     s.buffer.len(),
                     access,
+                    key,
                     &mut s.mr,
                 )
             };

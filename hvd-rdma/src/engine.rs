@@ -327,7 +327,7 @@ impl Engine {
     /// The pieces of `range` for a send in place, when the provider allows one and the
     /// range is large enough and fits one vectored send.
     fn pieces(&self, layout: &Layout<'_>, range: &Range<usize>) -> Option<Vec<sys::iovec>> {
-        if self.endpoint.provider.registers_memory || range.len() < DIRECT_MIN {
+        if self.endpoint.registers || range.len() < DIRECT_MIN {
             return None;
         }
         let mut slices = [std::io::IoSlice::new(&[]); MAX_IOV];

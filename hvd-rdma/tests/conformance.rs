@@ -8,9 +8,14 @@ use hvd_core::conformance::{Options, run_threads};
 use hvd_rdma::{RdmaCollective, RdmaConfig};
 
 fn suite(provider: &str, size: usize, options: Options) {
-    let store = Arc::new(MemoryStore::new());
     let mut config = RdmaConfig::default();
     config.provider = Some(provider.into());
+    suite_with(config, size, options);
+}
+
+fn suite_with(config: RdmaConfig, size: usize, options: Options) {
+    let store = Arc::new(MemoryStore::new());
+    let provider = config.provider.clone().unwrap_or_default();
     run_threads(size, &options, |rank| {
         RdmaCollective::connect(store.clone(), rank, size, config.clone())
     })
@@ -47,4 +52,30 @@ sizes! { "shm":
     shm_six_ranks = 6, Options::quick();
     shm_seven_ranks = 7, Options::quick();
     shm_eight_ranks = 8, Options::quick();
+}
+
+/// The path of providers that need registered memory (verbs, EFA), on those that do not.
+fn registered(provider: &str, size: usize) {
+    let mut config = RdmaConfig::default();
+    config.provider = Some(provider.into());
+    config.register_memory = true;
+    suite_with(config, size, Options::quick());
+}
+
+#[test]
+#[cfg_attr(
+    not(have_libfabric),
+    ignore = "needs libfabric: apt-get install libfabric1"
+)]
+fn tcp_three_ranks_in_registered_memory() {
+    registered("tcp;ofi_rxm", 3);
+}
+
+#[test]
+#[cfg_attr(
+    not(have_libfabric),
+    ignore = "needs libfabric: apt-get install libfabric1"
+)]
+fn shm_three_ranks_in_registered_memory() {
+    registered("shm", 3);
 }

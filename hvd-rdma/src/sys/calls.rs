@@ -103,12 +103,14 @@ pub(crate) unsafe fn fi_av_open(
     }
 }
 
-/// `fi_mr_reg` for local access by sends and receives.
+/// `fi_mr_reg` with no offset or flags. `key` must be unique in the domain unless the
+/// provider chooses keys itself (`FI_MR_PROV_KEY`).
 pub(crate) unsafe fn fi_mr_reg(
     domain: *mut fid_domain,
     buf: *const c_void,
     len: usize,
     access: u64,
+    key: u64,
     mr: *mut *mut fid_mr,
 ) -> c_int {
     // SAFETY: see the module's safety section.
@@ -123,7 +125,7 @@ pub(crate) unsafe fn fi_mr_reg(
             len,
             access,
             0,
-            0,
+            key,
             0,
             mr,
             std::ptr::null_mut()
