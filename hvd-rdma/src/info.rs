@@ -41,8 +41,13 @@ impl std::fmt::Display for Provider {
 /// order; an error when libfabric cannot be loaded.
 pub fn providers() -> Result<Vec<Provider>> {
     let list = InfoList::query(library()?, None)?;
-    let mut all: Vec<Provider> = list.iter().map(describe).collect();
-    all.dedup();
+    // libfabric lists a provider once per variant of its attributes; once is enough.
+    let mut all: Vec<Provider> = Vec::new();
+    for provider in list.iter().map(describe) {
+        if !all.contains(&provider) {
+            all.push(provider);
+        }
+    }
     Ok(all)
 }
 
