@@ -11,7 +11,7 @@ use hvd_core::{
 
 use crate::config::RdmaConfig;
 use crate::endpoint::Endpoint;
-use crate::engine::{Call, Engine};
+use crate::engine::{Call, Engine, spin_for};
 use crate::info::{Provider, choose};
 use crate::library::library;
 use crate::rendezvous::{self, Record};
@@ -92,7 +92,7 @@ impl RdmaCollective {
         }
         let library = library()?;
         let info = choose(config.provider.as_deref())?;
-        let endpoint = Endpoint::open(library, info, size, config.register_memory)?;
+        let mut endpoint = Endpoint::open(library, info, size, config.register_memory)?;
         let provider = endpoint.provider.clone();
         config.chunk_bytes = config.chunk_bytes.min(endpoint.max_message);
         config.small_bytes = config.small_bytes.min(endpoint.max_message);
@@ -103,11 +103,11 @@ impl RdmaCollective {
         };
         let timeout = config.start_timeout;
         let records = rendezvous::exchange(store.as_ref(), &prefix, rank, size, &mine, timeout)?;
-        let mut endpoint = endpoint;
         let names: Vec<Vec<u8>> = records.iter().map(|r| r.address.clone()).collect();
         endpoint.insert(&names)?;
         rendezvous::ready(store.as_ref(), &prefix, rank, size, timeout)?;
         let topology = Topology::from_hosts(rank, rendezvous::host_ids(&records));
+        let spin = spin_for(topology.local_size());
         tracing::debug!("rank {rank} of {size}: group '{prefix}' connected over {provider}");
         Ok(RdmaCollective {
             topology,
@@ -115,7 +115,7 @@ impl RdmaCollective {
             store,
             prefix,
             state: Mutex::new(Group {
-                engine: Engine::new(endpoint, size, config.op_timeout)?,
+                engine: Engine::new(endpoint, size, config.op_timeout, spin)?,
                 seq: 0,
                 splits: 0,
                 poisoned: None,

@@ -20,14 +20,24 @@ use crate::sys;
 /// earlier frames complete, few enough to bound the bounce buffers.
 pub(crate) const DEPTH: usize = 4;
 
-/// After this long without progress a waiting rank sleeps between polls, leaving the
-/// core to ranks that have work.
-const SPIN: Duration = Duration::from_millis(1);
-
 /// Frames of at least this many bytes are sent straight from the tensors when the
 /// provider needs no registration; smaller ones cost less to copy than to describe.
 const DIRECT_MIN: usize = 32 << 10;
+
+/// How long a waiting rank sleeps between polls once it has spun for `spin`.
 const NAP: Duration = Duration::from_micros(20);
+
+/// How long a waiting rank polls (yielding between polls) before it naps: as over TCP,
+/// long when every rank of this host has a core (waking costs more than a small message
+/// takes), short when ranks outnumber cores and the rank waited for may need this one.
+pub(crate) fn spin_for(local_ranks: usize) -> Duration {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if local_ranks > cores {
+        Duration::from_micros(50)
+    } else {
+        Duration::from_millis(1)
+    }
+}
 
 /// The call a frame belongs to, for tags and messages.
 #[derive(Debug, Clone, Copy)]
@@ -145,6 +155,7 @@ pub(crate) struct Engine {
     /// Stashed payloads, by peer rank.
     stashes: Vec<Vec<u8>>,
     op_timeout: Duration,
+    spin: Duration,
     completions: Vec<Completion>,
     /// The slot of the always-posted receive for aborts.
     abort_slot: usize,
@@ -153,7 +164,12 @@ pub(crate) struct Engine {
 impl Engine {
     /// Takes over an endpoint whose address vector is filled, and posts the receive for
     /// other ranks' aborts.
-    pub(crate) fn new(mut endpoint: Endpoint, size: usize, op_timeout: Duration) -> Result<Self> {
+    pub(crate) fn new(
+        mut endpoint: Endpoint,
+        size: usize,
+        op_timeout: Duration,
+        spin: Duration,
+    ) -> Result<Self> {
         let len = MAX_CAUSE + 64;
         let abort_slot = endpoint.acquire(len)?;
         let code = endpoint.receive(abort_slot, len, ABORT_TAG, !ABORT_TAG);
@@ -164,6 +180,7 @@ impl Engine {
             endpoint,
             stashes: vec![Vec::new(); size],
             op_timeout,
+            spin,
             completions: Vec::new(),
             abort_slot,
         })
@@ -248,7 +265,7 @@ impl Engine {
                 quiet_since = now;
             } else if now.duration_since(quiet_since) >= self.op_timeout {
                 return Err(self.timeout(call, &lanes, &peers, None));
-            } else if now.duration_since(quiet_since) >= SPIN {
+            } else if now.duration_since(quiet_since) >= self.spin {
                 std::thread::sleep(NAP);
             } else {
                 std::thread::yield_now();
