@@ -244,6 +244,36 @@ mod tests {
     }
 
     #[test]
+    fn a_record_that_is_not_ours_is_a_protocol_error_naming_the_rank() {
+        let store = Arc::new(MemoryStore::new());
+        store.set(&key("rdma", 0), b"not an address").ok();
+        let error = exchange(
+            store.as_ref(),
+            "rdma",
+            1,
+            2,
+            &record("shm", "a"),
+            Duration::from_secs(1),
+        );
+        let text = error.map(|_| ()).map_err(|e| e.to_string());
+        assert_eq!(
+            text,
+            Err("rank 1: protocol error from rank 0: its address record under 'rdma/addr/0' is not an hvd-rdma record".into())
+        );
+    }
+
+    #[test]
+    fn a_rank_that_never_opens_its_endpoint_is_named() {
+        let store = Arc::new(MemoryStore::new());
+        let error = ready(store.as_ref(), "rdma", 0, 2, Duration::from_millis(50));
+        let text = error.map_err(|e| e.to_string());
+        assert_eq!(
+            text,
+            Err("rank 0: connect of tensor 'rendezvous' timed out after 50ms waiting for rank 1 to open its endpoint".into())
+        );
+    }
+
+    #[test]
     fn hosts_are_numbered_by_first_appearance() {
         let records = [record("shm", "b"), record("shm", "a"), record("shm", "b")];
         assert_eq!(host_ids(&records), [0, 1, 0]);
