@@ -68,6 +68,8 @@ pub(crate) struct Endpoint {
     pub max_message: usize,
     /// The most pieces one vectored send may have.
     pub iov_limit: usize,
+    /// The most pieces one vectored receive may have.
+    pub rx_iov_limit: usize,
     /// Whether messages go only through registered bounce buffers: when the provider
     /// needs local registration, or when asked to.
     pub registers: bool,
@@ -89,10 +91,11 @@ impl Endpoint {
         register: bool,
     ) -> Result<Self> {
         // SAFETY: `info.info` is a valid fi_info with its attributes.
-        let (provider, max_message, iov_limit) = unsafe {
+        let (provider, max_message, iov_limit, rx_iov_limit) = unsafe {
             let info = &*info.info;
-            let tx = &*info.tx_attr;
-            (describe(info), (*info.ep_attr).max_msg_size, tx.iov_limit)
+            let (tx, rx) = (&*info.tx_attr, &*info.rx_attr);
+            let max_message = (*info.ep_attr).max_msg_size;
+            (describe(info), max_message, tx.iov_limit, rx.iov_limit)
         };
         let mut endpoint = Endpoint {
             library,
@@ -107,6 +110,7 @@ impl Endpoint {
             free: Vec::new(),
             max_message,
             iov_limit,
+            rx_iov_limit,
             registers: register || provider.registers_memory,
             registrations: 0,
             provider,
@@ -335,6 +339,35 @@ impl Endpoint {
                 pieces.len(),
                 dest,
                 tag,
+                context,
+            )
+        }
+    }
+
+    /// Receives a message tagged `tag` straight into the caller's memory (providers that
+    /// need no local registration only).
+    ///
+    /// # Safety
+    /// The pieces must stay valid, and untouched by anyone else, until the completion for
+    /// `slot` is read.
+    pub(crate) unsafe fn receive_vectored(
+        &mut self,
+        slot: usize,
+        pieces: &[sys::iovec],
+        tag: u64,
+    ) -> Code {
+        let (context, _, _) = self.context(slot);
+        // SAFETY: the caller keeps the pieces alive and to the provider alone until
+        // completion; the provider copies the iovec array itself before returning.
+        unsafe {
+            sys::fi_trecvv(
+                self.ep,
+                pieces.as_ptr(),
+                ptr::null_mut(),
+                pieces.len(),
+                sys::FI_ADDR_UNSPEC,
+                tag,
+                0,
                 context,
             )
         }

@@ -133,6 +133,8 @@ struct InFlight {
     /// The layout bytes a send reads in place until it completes (none when staged):
     /// nothing may write them meanwhile.
     reads: Option<Range<usize>>,
+    /// Whether a receive lands in place, in the tensors, rather than in its slot.
+    in_place: bool,
     /// What to do with a received frame (`None` for sends).
     recv: Option<Recv>,
     /// Set when the operation completed: the bytes that arrived.
@@ -277,7 +279,7 @@ impl Engine {
     fn post(
         &mut self,
         call: &Call<'_>,
-        layout: &Layout<'_>,
+        layout: &mut Layout<'_>,
         schedule: &mut dyn Schedule,
         lanes: &mut [Lane],
         peer: usize,
@@ -313,6 +315,7 @@ impl Engine {
             lane.sends.push_back(InFlight {
                 slot: reads.0,
                 reads: reads.1,
+                in_place: false,
                 recv: None,
                 done: None,
             });
@@ -323,16 +326,32 @@ impl Engine {
                 break;
             };
             let len = recv.range.len();
-            let slot = self.acquire(call, len)?;
             let frame_tag = tag(call.seq, peer, lanes[peer].received);
-            self.retry(call, lanes, quiet_since, "fi_trecv", peer, |e| {
-                e.receive(slot, len, frame_tag, 0)
-            })?;
+            let places = match recv.action {
+                Action::Place if !being_sent(lanes, &recv.range) => {
+                    self.places(layout, &recv.range)
+                }
+                _ => None,
+            };
+            let in_place = places.is_some();
+            let slot = self.acquire(call, if in_place { 0 } else { len })?;
+            match places {
+                Some(pieces) => self.retry(call, lanes, quiet_since, "fi_trecvv", peer, |e| {
+                    // SAFETY: tensor bytes of this call, which outlive it; the schedule
+                    // gives a receive's range to no other transfer until it completes,
+                    // and no send reads it in place (checked above).
+                    unsafe { e.receive_vectored(slot, &pieces, frame_tag) }
+                })?,
+                None => self.retry(call, lanes, quiet_since, "fi_trecv", peer, |e| {
+                    e.receive(slot, len, frame_tag, 0)
+                })?,
+            }
             let lane = &mut lanes[peer];
             lane.received += 1;
             lane.recvs.push_back(InFlight {
                 slot,
                 reads: None,
+                in_place,
                 recv: Some(recv),
                 done: None,
             });
@@ -354,6 +373,27 @@ impl Engine {
             .iter()
             .map(|s| sys::iovec {
                 iov_base: s.as_ptr().cast_mut().cast(),
+                iov_len: s.len(),
+            })
+            .collect();
+        let covered: usize = pieces.iter().map(|p| p.iov_len).sum();
+        (covered == range.len()).then_some(pieces)
+    }
+
+    /// The pieces of `range` for a receive in place, under the same conditions as
+    /// [`Self::pieces`]; none where the range is read-only input.
+    fn places(&self, layout: &mut Layout<'_>, range: &Range<usize>) -> Option<Vec<sys::iovec>> {
+        if self.endpoint.registers || range.len() < DIRECT_MIN {
+            return None;
+        }
+        let mut slices = layout.scatter(range.clone()).ok()?;
+        if slices.len() > self.endpoint.rx_iov_limit.max(1) {
+            return None;
+        }
+        let pieces: Vec<sys::iovec> = slices
+            .iter_mut()
+            .map(|s| sys::iovec {
+                iov_base: s.as_mut_ptr().cast(),
                 iov_len: s.len(),
             })
             .collect();
@@ -481,15 +521,22 @@ impl Engine {
             slot,
             recv: Some(recv),
             done: Some(len),
+            in_place,
             ..
         }) = lanes[peer].recvs.front()
         {
-            if recv.action != Action::Stash && being_sent(lanes, &recv.range) {
+            if !in_place && recv.action != Action::Stash && being_sent(lanes, &recv.range) {
                 break;
             }
-            let (slot, len, recv) = (*slot, *len, recv.clone());
+            let (slot, len, recv, in_place) = (*slot, *len, recv.clone(), *in_place);
             lanes[peer].recvs.pop_front();
-            let applied = self.apply(call, layout, peer, slot, len, &recv);
+            let applied = if !in_place {
+                self.apply(call, layout, peer, slot, len, &recv)
+            } else if len != recv.range.len() {
+                Err(mismatched(call, peer, len, recv.range.len()))
+            } else {
+                Ok(())
+            };
             self.endpoint.release(slot);
             applied?;
             self.complete(call, layout, schedule, Done::Received(peer))?;

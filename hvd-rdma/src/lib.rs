@@ -42,8 +42,9 @@
 //! flight. Frames of 32 KiB and more leave straight from the tensors (`fi_tsendv`) when
 //! the provider needs no local registration; smaller ones, and every frame of a provider
 //! with `FI_MR_LOCAL` (verbs, EFA), go through bounce buffers the endpoint registers
-//! once. Receives land in bounce buffers and are reduced from there with
-//! [`hvd_core::kernels`], in the order the schedule released them.
+//! once. Frames that only overwrite their range (ring allgather, chains) land straight
+//! in the tensors the same way; frames to reduce land in bounce buffers and are reduced
+//! from there with [`hvd_core::kernels`], in the order the schedule released them.
 //!
 //! ## Faults
 //! The completion queue is polled by the calling thread (manual progress) with a

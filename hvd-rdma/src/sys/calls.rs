@@ -298,3 +298,32 @@ pub(crate) unsafe fn fi_tsendv(
         )
     }
 }
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn fi_trecvv(
+    ep: *mut fid_ep,
+    iov: *const iovec,
+    desc: *mut *mut c_void,
+    count: usize,
+    src: fi_addr_t,
+    tag: u64,
+    ignore: u64,
+    context: *mut c_void,
+) -> isize {
+    // SAFETY: see the module's safety section.
+    unsafe {
+        call!(
+            (*ep).tagged,
+            recvv,
+            NO_ENTRY as isize,
+            ep,
+            iov,
+            desc,
+            count,
+            src,
+            tag,
+            ignore,
+            context
+        )
+    }
+}
