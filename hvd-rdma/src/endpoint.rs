@@ -256,7 +256,10 @@ impl Endpoint {
                 )
             };
             if code != 0 {
+                // An unregistered buffer must not look ready to the next `acquire`: the
+                // provider would be handed no descriptor for it.
                 s.mr = ptr::null_mut();
+                s.buffer = Vec::new();
                 return Err(self.error("fi_mr_reg", code.into()));
             }
         }
