@@ -14,7 +14,7 @@ use crate::endpoint::Endpoint;
 use crate::engine::{Call, Engine, spin_for};
 use crate::info::{Provider, choose};
 use crate::library::library;
-use crate::rendezvous::{self, Record};
+use crate::rendezvous::{self, Process, Record};
 
 /// Store namespace of a group made by [`RdmaCollective::connect`].
 const ROOT_PREFIX: &str = "rdma";
@@ -99,6 +99,7 @@ impl RdmaCollective {
         let mine = Record {
             provider: provider.name.clone(),
             host: rendezvous::hostname(),
+            process: Process::current(),
             address: endpoint.name()?,
         };
         let timeout = config.start_timeout;
@@ -108,6 +109,7 @@ impl RdmaCollective {
         rendezvous::ready(store.as_ref(), &prefix, rank, size, timeout)?;
         let topology = Topology::from_hosts(rank, rendezvous::host_ids(&records));
         let spin = spin_for(topology.local_size());
+        let processes = records.into_iter().map(|r| r.process).collect();
         tracing::debug!("rank {rank} of {size}: group '{prefix}' connected over {provider}");
         Ok(RdmaCollective {
             topology,
@@ -115,7 +117,7 @@ impl RdmaCollective {
             store,
             prefix,
             state: Mutex::new(Group {
-                engine: Engine::new(endpoint, size, config.op_timeout, spin)?,
+                engine: Engine::new(endpoint, processes, config.op_timeout, spin)?,
                 seq: 0,
                 splits: 0,
                 poisoned: None,

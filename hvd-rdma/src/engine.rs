@@ -14,6 +14,7 @@ use hvd_core::schedule::{Action, Data, Done, Layout, MAX_IOV, Recv, Schedule};
 use hvd_core::{Error, Reduction, Result};
 
 use crate::endpoint::{AGAIN, Code, Completion, Endpoint, Failed};
+use crate::rendezvous::Process;
 use crate::sys;
 
 /// Frames in flight per peer and direction: enough to keep a pipelined ring busy while
@@ -66,6 +67,11 @@ const ABORT_GRACE: Duration = Duration::from_millis(500);
 
 /// How long a rank whose transfer failed looks for an abort explaining it.
 const ABORT_LOOKOUT: Duration = Duration::from_millis(200);
+
+/// How long, at most, a rank that timed out looks for an abort naming the real culprit
+/// (and at most a quarter of the call timeout): ranks stalled by one death time out within
+/// moments of each other, in no fixed order.
+const TIMEOUT_LOOKOUT: Duration = Duration::from_secs(5);
 
 /// The most bytes of an abort's cause that travel.
 const MAX_CAUSE: usize = 1024;
@@ -161,6 +167,9 @@ pub(crate) struct Engine {
     completions: Vec<Completion>,
     /// The slot of the always-posted receive for aborts.
     abort_slot: usize,
+    /// Every rank's process, by rank, and this one's.
+    processes: Vec<Process>,
+    me: Process,
 }
 
 impl Engine {
@@ -168,7 +177,7 @@ impl Engine {
     /// other ranks' aborts.
     pub(crate) fn new(
         mut endpoint: Endpoint,
-        size: usize,
+        processes: Vec<Process>,
         op_timeout: Duration,
         spin: Duration,
     ) -> Result<Self> {
@@ -180,11 +189,13 @@ impl Engine {
         }
         Ok(Engine {
             endpoint,
-            stashes: vec![Vec::new(); size],
+            stashes: vec![Vec::new(); processes.len()],
             op_timeout,
             spin,
             completions: Vec::new(),
             abort_slot,
+            processes,
+            me: Process::current(),
         })
     }
 
@@ -205,7 +216,15 @@ impl Engine {
         };
         let bytes = abort.encode();
         let mut pending = Vec::new();
-        for peer in (0..call.ranks).filter(|p| *p != call.rank && Some(*p) != fault.culprit) {
+        let dead = |p: usize| {
+            self.processes
+                .get(p)
+                .is_some_and(|r| r.has_exited(&self.me))
+        };
+        let told: Vec<usize> = (0..call.ranks)
+            .filter(|p| *p != call.rank && Some(*p) != fault.culprit && !dead(*p))
+            .collect();
+        for peer in told {
             let Ok(slot) = self.endpoint.acquire(bytes.len()) else {
                 continue;
             };
@@ -266,7 +285,7 @@ impl Engine {
             if moved {
                 quiet_since = now;
             } else if now.duration_since(quiet_since) >= self.op_timeout {
-                return Err(self.timeout(call, &lanes, &peers, None));
+                return Err(self.timed_out(call, &lanes, &peers, None));
             } else if now.duration_since(quiet_since) >= self.spin {
                 std::thread::sleep(NAP);
             } else {
@@ -468,7 +487,7 @@ impl Engine {
             std::thread::yield_now();
             if quiet_since.elapsed() >= self.op_timeout {
                 let others: Vec<usize> = (0..call.ranks).filter(|p| *p != call.rank).collect();
-                return Err(self.timeout(call, lanes, &others, Some(peer)));
+                return Err(self.timed_out(call, lanes, &others, Some(peer)));
             }
         }
     }
@@ -652,6 +671,50 @@ impl Engine {
                 format!("the completion queue reported: {}", failed.text),
             ),
         }
+    }
+
+    /// The call waited too long. Ranks stalled by the same death time out at about the
+    /// same moment, so before blaming the peer it waits for, this rank gives the one
+    /// nearer the dead rank a moment to say who died.
+    fn timed_out(
+        &mut self,
+        call: &Call<'_>,
+        lanes: &[Lane],
+        peers: &[usize],
+        stuck: Option<usize>,
+    ) -> Box<Fault> {
+        let lookout = TIMEOUT_LOOKOUT.min(self.op_timeout / 4);
+        if let Some(reported) = self.abort_within(call, lookout) {
+            return reported;
+        }
+        let fault = self.timeout(call, lanes, peers, stuck);
+        let (Some(dead), Error::Timeout { waiting_for, .. }) =
+            (self.exited(call.rank), &fault.error)
+        else {
+            return fault;
+        };
+        let cause = format!(
+            "its process ({}) on this host has exited, found after waiting {:?} for {waiting_for}",
+            self.processes[dead].pid, self.op_timeout
+        );
+        Box::new(Fault {
+            error: Error::PeerLost {
+                rank: call.rank,
+                peer: dead,
+                op: call.op,
+                tensor: call.tensor.to_owned(),
+                cause,
+            },
+            culprit: Some(dead),
+            reported: false,
+        })
+    }
+
+    /// A rank other than `rank` whose process, on this host, has exited.
+    fn exited(&self, rank: usize) -> Option<usize> {
+        (0..self.processes.len())
+            .filter(|r| *r != rank)
+            .find(|r| self.processes[*r].has_exited(&self.me))
     }
 
     /// Another rank's abort, if one arrives within `wait`.

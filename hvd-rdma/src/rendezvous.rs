@@ -1,8 +1,10 @@
 //! Forming a group: every rank publishes its endpoint's address in the [`Store`] and
 //! reads everyone else's, so each can fill an address vector in rank order.
 //!
-//! A record is `hvd-rdma1\n<provider>\n<host>\n<address bytes>`: ranks that opened
-//! different providers cannot talk, and are told so instead of timing out.
+//! A record is `hvd-rdma1\n<provider>\n<host>\n<process>\n<address bytes>`: ranks that
+//! opened different providers cannot talk, and are told so instead of timing out; the
+//! process (pid and pid namespace) lets a rank that times out see whether a peer on its
+//! host has died.
 
 use std::time::{Duration, Instant};
 
@@ -15,25 +17,80 @@ const MAGIC: &str = "hvd-rdma1";
 pub(crate) struct Record {
     pub provider: String,
     pub host: String,
+    pub process: Process,
     pub address: Vec<u8>,
+}
+
+/// A process, as the kernel of its host knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Process {
+    pub pid: u32,
+    /// The pid namespace (`/proc/self/ns/pid`): pids mean something only within one.
+    pub namespace: String,
+}
+
+impl Process {
+    pub(crate) fn current() -> Process {
+        let namespace = std::fs::read_link("/proc/self/ns/pid")
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Process {
+            pid: std::process::id(),
+            namespace,
+        }
+    }
+
+    /// Whether this process has exited, as far as `me` can tell: only for another
+    /// process of the same pid namespace, never for `me` itself.
+    pub(crate) fn has_exited(&self, me: &Process) -> bool {
+        if self.namespace.is_empty() || self.namespace != me.namespace || self.pid == me.pid {
+            return false;
+        }
+        let Ok(pid) = libc::pid_t::try_from(self.pid) else {
+            return false;
+        };
+        // SAFETY: signal 0 only checks that the process exists; nothing is delivered.
+        let alive = unsafe { libc::kill(pid, 0) } == 0;
+        !alive && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+    }
+
+    fn encode(&self) -> String {
+        format!("{} {}", self.pid, self.namespace)
+    }
+
+    fn decode(text: &str) -> Option<Process> {
+        let (pid, namespace) = text.split_once(' ')?;
+        Some(Process {
+            pid: pid.parse().ok()?,
+            namespace: namespace.to_owned(),
+        })
+    }
 }
 
 impl Record {
     pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut bytes = format!("{MAGIC}\n{}\n{}\n", self.provider, self.host).into_bytes();
+        let mut bytes = format!(
+            "{MAGIC}\n{}\n{}\n{}\n",
+            self.provider,
+            self.host,
+            self.process.encode()
+        )
+        .into_bytes();
         bytes.extend_from_slice(&self.address);
         bytes
     }
 
     pub(crate) fn decode(bytes: &[u8]) -> Option<Record> {
-        let mut parts = bytes.splitn(4, |b| *b == b'\n');
+        let mut parts = bytes.splitn(5, |b| *b == b'\n');
         let magic = parts.next()?;
         let provider = std::str::from_utf8(parts.next()?).ok()?;
         let host = std::str::from_utf8(parts.next()?).ok()?;
+        let process = Process::decode(std::str::from_utf8(parts.next()?).ok()?)?;
         let address = parts.next()?;
         (magic == MAGIC.as_bytes()).then(|| Record {
             provider: provider.to_owned(),
             host: host.to_owned(),
+            process,
             address: address.to_vec(),
         })
     }
@@ -190,6 +247,7 @@ mod tests {
         Record {
             provider: provider.into(),
             host: host.into(),
+            process: Process::current(),
             address: vec![0, 10, 13, 255],
         }
     }
@@ -271,6 +329,22 @@ mod tests {
             text,
             Err("rank 0: connect of tensor 'rendezvous' timed out after 50ms waiting for rank 1 to open its endpoint".into())
         );
+    }
+
+    #[test]
+    fn only_other_processes_of_this_namespace_can_be_seen_dead() {
+        let me = Process::current();
+        assert!(!me.has_exited(&me));
+        let gone = Process {
+            pid: u32::MAX >> 2,
+            namespace: me.namespace.clone(),
+        };
+        assert_eq!(gone.has_exited(&me), !me.namespace.is_empty());
+        let elsewhere = Process {
+            namespace: "pid:[1]".into(),
+            ..gone
+        };
+        assert!(!elsewhere.has_exited(&me));
     }
 
     #[test]
