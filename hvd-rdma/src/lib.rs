@@ -55,8 +55,12 @@
 //! and the provider's own). The rank that fails first sends an abort (culprit, reporter,
 //! cause) to every other rank, on a tag bit no frame uses and for which a receive is
 //! always posted, so ranks that wait on someone else fail at once with
-//! `PeerLost { peer: <culprit>, cause: "reported by rank X: ..." }`. After a failure the
-//! group is poisoned: every later call returns the same error at once.
+//! `PeerLost { peer: <culprit>, cause: "reported by rank X: ..." }`. Providers without
+//! connections (shm) report no death, so a rank that times out first gives its peers a
+//! moment (a quarter of `op_timeout`, at most 5 s) to report one, then checks whether
+//! the process of a rank on its host has exited (ranks publish pid and pid namespace)
+//! and names that rank. After a failure the group is poisoned: every later call returns
+//! the same error at once.
 //!
 //! ## Environment
 //! | variable | meaning | default |
