@@ -13,6 +13,8 @@
 //! - [`Store`]: rendezvous key-value storage, with in-memory and shared-directory
 //!   implementations;
 //! - [`Error`]: the one error type;
+//! - [`schedule`]: the collective algorithms (ring, recursive doubling, pairwise exchange,
+//!   trees, barrier) as sans-IO state machines that any transport's I/O engine can drive;
 //! - [`reference`]: an in-process transport (ranks as threads), simple and obviously
 //!   correct, for testing middleware and runtimes without sockets;
 //! - `conformance` (feature `conformance`): the public suite every `Collective` must pass.
@@ -59,6 +61,7 @@ pub mod kernels;
 pub mod net;
 pub mod op;
 pub mod reference;
+pub mod schedule;
 pub mod store;
 pub mod tensor;
 pub mod topology;

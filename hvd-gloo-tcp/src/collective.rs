@@ -3,6 +3,7 @@
 use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use hvd_core::schedule::{Layout, Ring, Schedule, barrier, broadcast, exchange, recursive};
 use hvd_core::{
     Collective, DType, Device, Error, ReduceOp, Reduction, Result, Store, Tensor, TensorMut,
     Topology, batch_name, validate,
@@ -12,11 +13,8 @@ use crate::config::TcpConfig;
 use crate::fault::{Call, Fault};
 use crate::frame::OpCode;
 use crate::io::{Engine, Polling};
-use crate::layout::Layout;
 use crate::rendezvous::Joiner;
-use crate::ring::Ring;
-use crate::schedule::Schedule;
-use crate::{barrier, broadcast, exchange, recursive, silence};
+use crate::silence;
 
 /// Store namespace of a group made by [`TcpCollective::connect`].
 const ROOT_PREFIX: &str = "tcp";

@@ -116,22 +116,14 @@
 //! | `HVD_TCP_TIMEOUT` | seconds a call waits on a silent peer | 60 |
 //! | `HVD_TCP_SMALL_BYTES` | crossover to the latency-optimal algorithms | 256K |
 
-mod barrier;
-mod broadcast;
 mod collective;
 mod config;
-mod exchange;
 mod fault;
 mod frame;
 mod handshake;
 mod io;
-mod layout;
-mod phases;
 mod record;
-mod recursive;
 mod rendezvous;
-mod ring;
-mod schedule;
 mod silence;
 mod socket;
 

@@ -14,8 +14,7 @@ use mio::net::TcpStream;
 use super::BURST;
 use super::outgoing::Progress;
 use crate::frame::{Abort, HEADER_LEN, Header, Kind, Unexpected};
-use crate::layout::Layout;
-use crate::schedule::{Action, Recv};
+use hvd_core::schedule::{Action, Layout, Recv};
 
 /// Payloads up to this size are staged, so that header and payload arrive in one read.
 const STAGE_LIMIT: usize = 64 << 10;

@@ -12,8 +12,7 @@ use super::incoming::Incoming;
 use super::outgoing::Outgoing;
 use crate::fault::Call;
 use crate::frame::{Abort, HEADER_LEN, Header, Kind, MAX_ABORT_LEN};
-use crate::layout::Layout;
-use crate::schedule::Recv;
+use hvd_core::schedule::{Layout, Recv};
 
 /// A connection to one peer.
 #[derive(Debug)]

@@ -20,8 +20,7 @@ use std::time::{Duration, Instant};
 use mio::{Events, Interest, Poll, Token};
 
 use crate::fault::{Call, Fault};
-use crate::layout::Layout;
-use crate::schedule::{Data, Done, Schedule};
+use hvd_core::schedule::{Data, Done, Layout, Schedule};
 use incoming::{Buffers, Failure};
 pub(crate) use link::Link;
 use link::Waiting;

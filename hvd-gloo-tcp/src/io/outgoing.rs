@@ -9,7 +9,7 @@ use socket2::SockRef;
 
 use super::BURST;
 use crate::frame::HEADER_LEN;
-use crate::layout::{Layout, MAX_IOV};
+use hvd_core::schedule::{Layout, MAX_IOV};
 
 /// How much a write attempt achieved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

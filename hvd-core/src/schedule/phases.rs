@@ -6,13 +6,14 @@ use std::collections::VecDeque;
 use std::io;
 use std::ops::Range;
 
-use hvd_core::Reduction;
+use crate::Reduction;
 
-use crate::schedule::{Data, Done, Recv, Schedule};
+use super::{Data, Done, Recv, Schedule};
 
 /// What runs when every transfer of a phase is done.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Then {
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum Then {
+    #[default]
     Nothing,
     /// Combines the payload stashed from `from` into `into`, then finishes the reduction
     /// there if `finish` (the last contribution).
@@ -26,33 +27,29 @@ pub(crate) enum Then {
 }
 
 /// Transfers that may run at the same time.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Phase {
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Phase {
     pub sends: Vec<(usize, Range<usize>)>,
     pub recvs: Vec<(usize, Recv)>,
     pub then: Then,
 }
 
 impl Phase {
-    pub(crate) fn new() -> Self {
-        Phase {
-            sends: Vec::new(),
-            recvs: Vec::new(),
-            then: Then::Nothing,
-        }
+    pub fn new() -> Self {
+        Self::default()
     }
 
-    pub(crate) fn send(mut self, peer: usize, range: Range<usize>) -> Self {
+    pub fn send(mut self, peer: usize, range: Range<usize>) -> Self {
         self.sends.push((peer, range));
         self
     }
 
-    pub(crate) fn recv(mut self, peer: usize, recv: Recv) -> Self {
+    pub fn recv(mut self, peer: usize, recv: Recv) -> Self {
         self.recvs.push((peer, recv));
         self
     }
 
-    pub(crate) fn then(mut self, then: Then) -> Self {
+    pub fn then(mut self, then: Then) -> Self {
         self.then = then;
         self
     }
@@ -60,7 +57,7 @@ impl Phase {
 
 /// Runs phases in order.
 #[derive(Debug)]
-pub(crate) struct Phases {
+pub struct Phases {
     /// Phases not started yet.
     later: VecDeque<Phase>,
     peers: Vec<usize>,
@@ -75,7 +72,7 @@ pub(crate) struct Phases {
 
 impl Phases {
     /// Phases without transfers are left out: nothing would mark them done.
-    pub(crate) fn new(size: usize, phases: Vec<Phase>) -> Self {
+    pub fn new(size: usize, phases: Vec<Phase>) -> Self {
         let mut later: VecDeque<Phase> = phases
             .into_iter()
             .filter(|p| !(p.sends.is_empty() && p.recvs.is_empty()))

@@ -8,10 +8,10 @@
 use std::io::{self, IoSlice, IoSliceMut};
 use std::ops::Range;
 
-use hvd_core::{DType, ReduceOp, Reduction, kernels};
+use crate::{DType, ReduceOp, Reduction, kernels};
 
 /// At most this many pieces go into one `writev`/`readv` call (far below `IOV_MAX`).
-pub(crate) const MAX_IOV: usize = 64;
+pub const MAX_IOV: usize = 64;
 
 #[derive(Debug)]
 enum Bytes<'a> {
@@ -52,23 +52,23 @@ impl Region<'_> {
 
 /// The tensors of one call, end to end.
 #[derive(Debug, Default)]
-pub(crate) struct Layout<'a> {
+pub struct Layout<'a> {
     regions: Vec<Region<'a>>,
     len: usize,
 }
 
 impl<'a> Layout<'a> {
-    pub(crate) fn new() -> Self {
+    pub fn new() -> Self {
         Self::default()
     }
 
     /// Appends a tensor the call writes into.
-    pub(crate) fn push(&mut self, dtype: DType, bytes: &'a mut [u8]) {
+    pub fn push(&mut self, dtype: DType, bytes: &'a mut [u8]) {
         self.push_region(dtype, Bytes::Exclusive(bytes));
     }
 
     /// Appends an input the call only reads.
-    pub(crate) fn push_shared(&mut self, dtype: DType, bytes: &'a [u8]) {
+    pub fn push_shared(&mut self, dtype: DType, bytes: &'a [u8]) {
         self.push_region(dtype, Bytes::Shared(bytes));
     }
 
@@ -85,8 +85,13 @@ impl<'a> Layout<'a> {
         }
     }
 
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// True when the call moves no bytes (a barrier, or only empty tensors).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 
     /// Index of the region holding `offset` (`regions.len()` at the end).
@@ -95,7 +100,7 @@ impl<'a> Layout<'a> {
     }
 
     /// The nearest element boundary at or below `offset`.
-    pub(crate) fn align_down(&self, offset: usize) -> usize {
+    pub fn align_down(&self, offset: usize) -> usize {
         match self.regions.get(self.region_at(offset)) {
             Some(r) if offset > r.start => {
                 let size = r.dtype.size();
@@ -107,7 +112,7 @@ impl<'a> Layout<'a> {
 
     /// Splits `range` into `parts` consecutive ranges of nearly equal size, cut between
     /// elements. Some parts may be empty.
-    pub(crate) fn split(&self, range: Range<usize>, parts: usize) -> Vec<Range<usize>> {
+    pub fn split(&self, range: Range<usize>, parts: usize) -> Vec<Range<usize>> {
         let len = range.end - range.start;
         let cut = |i: usize| {
             self.align_down(range.start + len * i / parts)
@@ -155,7 +160,7 @@ impl<'a> Layout<'a> {
     }
 
     /// Fills `out` with the pieces of `range` for a vectored write; returns how many.
-    pub(crate) fn gather<'s>(&'s self, range: Range<usize>, out: &mut [IoSlice<'s>]) -> usize {
+    pub fn gather<'s>(&'s self, range: Range<usize>, out: &mut [IoSlice<'s>]) -> usize {
         let mut count = 0;
         let range = self.first_regions(range, out.len());
         self.for_each_part(range, |index, local| {
@@ -168,7 +173,7 @@ impl<'a> Layout<'a> {
     }
 
     /// The pieces of `range` for a vectored read, at most [`MAX_IOV`] of them.
-    pub(crate) fn scatter(&mut self, range: Range<usize>) -> io::Result<Vec<IoSliceMut<'_>>> {
+    pub fn scatter(&mut self, range: Range<usize>) -> io::Result<Vec<IoSliceMut<'_>>> {
         let range = self.first_regions(range, MAX_IOV);
         let (first, locals) = self.parts(range);
         self.regions[first..]
@@ -189,7 +194,7 @@ impl<'a> Layout<'a> {
     }
 
     /// Copies `src` into the layout at offset `at`.
-    pub(crate) fn write(&mut self, at: usize, src: &[u8]) -> io::Result<()> {
+    pub fn write(&mut self, at: usize, src: &[u8]) -> io::Result<()> {
         self.for_each_part_mut(at..at + src.len(), |_, bytes, from| {
             bytes.copy_from_slice(&src[from..from + bytes.len()]);
         })
@@ -197,14 +202,14 @@ impl<'a> Layout<'a> {
 
     /// Combines `src` into the layout at `at` with `op`; `at` and `at + src.len()` must be
     /// element boundaries.
-    pub(crate) fn reduce_from(&mut self, at: usize, src: &[u8], op: ReduceOp) -> io::Result<()> {
+    pub fn reduce_from(&mut self, at: usize, src: &[u8], op: ReduceOp) -> io::Result<()> {
         self.for_each_part_mut(at..at + src.len(), |dtype, bytes, from| {
             kernels::reduce_into(dtype, op, bytes, &src[from..from + bytes.len()]);
         })
     }
 
     /// Applies the end of a reduction (average, postscale) to `range` of `ranks` ranks.
-    pub(crate) fn finish(
+    pub fn finish(
         &mut self,
         range: Range<usize>,
         reduction: Reduction,
@@ -216,7 +221,7 @@ impl<'a> Layout<'a> {
     }
 
     /// Applies the prescale factor to every tensor.
-    pub(crate) fn prescale(&mut self, reduction: Reduction) -> io::Result<()> {
+    pub fn prescale(&mut self, reduction: Reduction) -> io::Result<()> {
         let all = 0..self.len;
         self.for_each_part_mut(all, |dtype, bytes, _| {
             kernels::prescale(dtype, reduction, bytes)

@@ -2,10 +2,10 @@
 //! rank `r - 2^k`, so after `ceil(log2 n)` rounds every rank has heard, directly or not,
 //! from every other. It works for any group size and uses empty frames.
 
-use crate::phases::{Phase, Phases};
-use crate::schedule::{Action, Recv};
+use super::phases::{Phase, Phases};
+use super::{Action, Recv};
 
-pub(crate) fn barrier(rank: usize, size: usize) -> Phases {
+pub fn barrier(rank: usize, size: usize) -> Phases {
     let mut phases = Vec::new();
     let mut distance = 1;
     while distance < size {

@@ -7,13 +7,13 @@
 
 use std::ops::Range;
 
-use crate::layout::Layout;
-use crate::phases::{Phase, Phases};
-use crate::schedule::{Action, Recv};
+use super::layout::Layout;
+use super::phases::{Phase, Phases};
+use super::{Action, Recv};
 
 /// Sends `outgoing[p]` to every peer `p` and receives `incoming[p]` from it, one step per
 /// distance, in frames of at most `chunk_bytes`.
-pub(crate) fn alltoall(
+pub fn alltoall(
     rank: usize,
     size: usize,
     outgoing: &[Range<usize>],
@@ -44,7 +44,7 @@ pub(crate) fn alltoall(
 }
 
 /// Sends this rank's segment to every peer and receives theirs, in one round.
-pub(crate) fn allgather(rank: usize, size: usize, segments: &[Range<usize>]) -> Phases {
+pub fn allgather(rank: usize, size: usize, segments: &[Range<usize>]) -> Phases {
     let mut phase = Phase::new();
     for distance in 1..size {
         let to = (rank + distance) % size;
@@ -58,7 +58,7 @@ pub(crate) fn allgather(rank: usize, size: usize, segments: &[Range<usize>]) -> 
 
 #[cfg(test)]
 mod tests {
-    use hvd_core::DType;
+    use crate::DType;
 
     use super::*;
     use crate::schedule::{Data, Done, Schedule};

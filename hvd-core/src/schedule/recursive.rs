@@ -8,13 +8,13 @@
 //! partners compute bit-identical values. A round reduces only after its own send has
 //! left, because the send reads the buffer the reduction writes.
 
-use hvd_core::Reduction;
+use crate::Reduction;
 
-use crate::phases::{Phase, Phases, Then};
-use crate::schedule::{Action, Recv};
+use super::phases::{Phase, Phases, Then};
+use super::{Action, Recv};
 
 /// The phases of a recursive-doubling allreduce of `len` bytes.
-pub(crate) fn allreduce(rank: usize, size: usize, len: usize, reduction: Reduction) -> Phases {
+pub fn allreduce(rank: usize, size: usize, len: usize, reduction: Reduction) -> Phases {
     let all = 0..len;
     let reduce = |from: usize, finish: bool| Then::Reduce {
         from,
@@ -68,7 +68,7 @@ pub(crate) fn allreduce(rank: usize, size: usize, len: usize, reduction: Reducti
 
 #[cfg(test)]
 mod tests {
-    use hvd_core::ReduceOp;
+    use crate::ReduceOp;
 
     use super::*;
     use crate::schedule::Schedule;

@@ -3,15 +3,34 @@
 //!
 //! Algorithms are plain state machines over byte ranges of a [`Layout`]; the engine does
 //! all the I/O, waiting, timeouts and error naming, so each algorithm is only its logic.
+//! They live here, below every transport, so that transports with different I/O (TCP
+//! sockets, libfabric endpoints) run the same ring, recursive-doubling and pairwise
+//! schedules without depending on each other.
+//!
+//! An engine drives a schedule like this: for every peer of [`Schedule::peers`], it asks
+//! [`Schedule::next_send`] and [`Schedule::next_recv`] for frames, moves them, and reports
+//! each finished one with [`Schedule::complete`], in release order per peer and direction,
+//! applying the receive's [`Action`] first; the call is over when [`Schedule::is_done`].
+//! The `n`-th frame a rank sends to a peer is the `n`-th frame that peer expects from it.
+
+pub mod barrier;
+pub mod broadcast;
+pub mod exchange;
+mod layout;
+mod phases;
+pub mod recursive;
+mod ring;
 
 use std::io;
 use std::ops::Range;
 
-use crate::layout::Layout;
+pub use layout::{Layout, MAX_IOV};
+pub use phases::{Phase, Phases, Then};
+pub use ring::Ring;
 
 /// What the engine does with a received payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Action {
+pub enum Action {
     /// Writes it over the range.
     Place,
     /// Combines it into the range with the call's reduce op, as it arrives.
@@ -25,20 +44,20 @@ pub(crate) enum Action {
 
 /// A frame to expect from a peer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Recv {
+pub struct Recv {
     pub range: Range<usize>,
     pub action: Action,
 }
 
 impl Recv {
-    pub(crate) fn new(range: Range<usize>, action: Action) -> Self {
+    pub fn new(range: Range<usize>, action: Action) -> Self {
         Recv { range, action }
     }
 }
 
 /// A frame transfer that finished.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Done {
+pub enum Done {
     /// Every byte of the frame is in the kernel's send buffer.
     Sent(usize),
     /// Every byte of the frame arrived and its action ran.
@@ -47,7 +66,7 @@ pub(crate) enum Done {
 
 /// What a schedule may touch when a transfer finishes.
 #[derive(Debug)]
-pub(crate) struct Data<'d, 'a> {
+pub struct Data<'d, 'a> {
     pub layout: &'d mut Layout<'a>,
     /// The last stashed payload of each peer, by rank.
     pub stashes: &'d [Vec<u8>],
@@ -59,7 +78,7 @@ pub(crate) struct Data<'d, 'a> {
 /// the same direction has finished, and calls [`Schedule::complete`] after each finished
 /// frame, after which it asks again: a schedule releases a frame only once its data is
 /// ready. Frames to one peer go out in the order they are released.
-pub(crate) trait Schedule {
+pub trait Schedule {
     /// Every peer this call exchanges frames with.
     fn peers(&self) -> Vec<usize>;
 

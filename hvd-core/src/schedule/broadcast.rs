@@ -5,12 +5,12 @@
 use std::io;
 use std::ops::Range;
 
-use crate::layout::Layout;
-use crate::schedule::{Action, Data, Done, Recv, Schedule};
+use super::layout::Layout;
+use super::{Action, Data, Done, Recv, Schedule};
 
 /// One rank's part of a tree broadcast.
 #[derive(Debug)]
-pub(crate) struct Tree {
+pub struct Tree {
     parent: Option<usize>,
     children: Vec<usize>,
     chunks: Vec<Range<usize>>,
@@ -23,7 +23,7 @@ pub(crate) struct Tree {
 
 impl Tree {
     /// A chain from `root` through every rank in order, in chunks of `chunk_bytes`.
-    pub(crate) fn chain(
+    pub fn chain(
         rank: usize,
         size: usize,
         root: usize,
@@ -43,7 +43,7 @@ impl Tree {
     }
 
     /// A binomial tree rooted at `root`, the whole message as one frame.
-    pub(crate) fn binomial(rank: usize, size: usize, root: usize, layout: &Layout<'_>) -> Tree {
+    pub fn binomial(rank: usize, size: usize, root: usize, layout: &Layout<'_>) -> Tree {
         let index = (rank + size - root) % size;
         let rank_of = |index: usize| (index + root) % size;
         // The parent clears the highest set bit; children set each higher bit, farthest
@@ -143,7 +143,7 @@ mod tests {
     fn chain_forwards_only_what_arrived() {
         let mut bytes = vec![0u8; 32];
         let mut layout = Layout::new();
-        layout.push(hvd_core::DType::U8, &mut bytes);
+        layout.push(crate::DType::U8, &mut bytes);
         let mut middle = Tree::chain(1, 3, 0, &layout, 8);
         assert_eq!(middle.peers(), [0, 2]);
         assert_eq!(middle.next_send(2), None);

@@ -15,12 +15,12 @@
 use std::io;
 use std::ops::Range;
 
-use crate::layout::Layout;
-use crate::schedule::{Action, Data, Done, Recv, Schedule};
+use super::layout::Layout;
+use super::{Action, Data, Done, Recv, Schedule};
 
 /// One rank's part of a ring pass.
 #[derive(Debug)]
-pub(crate) struct Ring {
+pub struct Ring {
     rank: usize,
     size: usize,
     left: usize,
@@ -40,18 +40,13 @@ pub(crate) struct Ring {
 
 impl Ring {
     /// Reduce-scatter then allgather over the whole layout, cut evenly.
-    pub(crate) fn allreduce(
-        rank: usize,
-        size: usize,
-        layout: &Layout<'_>,
-        chunk_bytes: usize,
-    ) -> Ring {
+    pub fn allreduce(rank: usize, size: usize, layout: &Layout<'_>, chunk_bytes: usize) -> Ring {
         let segments = layout.split(0..layout.len(), size);
         Ring::new(rank, size, &segments, layout, chunk_bytes, true, true)
     }
 
     /// Reduce-scatter that leaves `segments[rank]` finished on each rank.
-    pub(crate) fn reduce_scatter(
+    pub fn reduce_scatter(
         rank: usize,
         size: usize,
         segments: &[Range<usize>],
@@ -62,7 +57,7 @@ impl Ring {
     }
 
     /// Allgather of `segments[r]`, which rank `r` already holds.
-    pub(crate) fn allgather(
+    pub fn allgather(
         rank: usize,
         size: usize,
         segments: &[Range<usize>],
@@ -178,7 +173,7 @@ impl Schedule for Ring {
 
 #[cfg(test)]
 mod tests {
-    use hvd_core::DType;
+    use crate::DType;
 
     use super::*;
 

@@ -1,0 +1,860 @@
+//! The engine: runs a [`Schedule`] over an [`Endpoint`], in the calling thread.
+//!
+//! Each turn posts the frames the schedule releases (up to [`DEPTH`] per peer and
+//! direction), reads the completion queue (which is also what makes a manual-progress
+//! provider move), and reports finished frames to the schedule in release order, applying
+//! each receive's action from its bounce buffer first. A call in which nothing finishes
+//! for `op_timeout` fails naming the peers it still waits for.
+
+use std::collections::VecDeque;
+use std::ops::Range;
+use std::time::{Duration, Instant};
+
+use hvd_core::schedule::{Action, Data, Done, Layout, MAX_IOV, Recv, Schedule};
+use hvd_core::{Error, Reduction, Result};
+
+use crate::endpoint::{AGAIN, Code, Completion, Endpoint, Failed};
+use crate::rendezvous::Process;
+use crate::sys;
+
+/// Frames in flight per peer and direction: enough to keep a pipelined ring busy while
+/// earlier frames complete, few enough to bound the bounce buffers.
+pub(crate) const DEPTH: usize = 4;
+
+/// Frames of at least this many bytes are sent straight from the tensors when the
+/// provider needs no registration; smaller ones cost less to copy than to describe.
+const DIRECT_MIN: usize = 32 << 10;
+
+/// How long a waiting rank sleeps between polls once it has spun for `spin`.
+const NAP: Duration = Duration::from_micros(20);
+
+/// How long a waiting rank polls (yielding between polls) before it naps: as over TCP,
+/// long when every rank of this host has a core (waking costs more than a small message
+/// takes), short when ranks outnumber cores and the rank waited for may need this one.
+pub(crate) fn spin_for(local_ranks: usize) -> Duration {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if local_ranks > cores {
+        Duration::from_micros(50)
+    } else {
+        Duration::from_millis(1)
+    }
+}
+
+/// The call a frame belongs to, for tags and messages.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Call<'a> {
+    pub rank: usize,
+    pub ranks: usize,
+    pub op: &'static str,
+    pub tensor: &'a str,
+    pub seq: u32,
+    /// The reduction that reduce actions apply (`Sum` for calls that do not reduce).
+    pub reduction: Reduction,
+}
+
+/// The tag of frame `frame` from `from` in call `seq`: both sides count frames per peer
+/// and direction, so the `n`-th send meets the `n`-th receive. The sender's rank is in
+/// the tag because receives accept any source. The top bit is left for aborts.
+fn tag(seq: u32, from: usize, frame: u32) -> u64 {
+    (u64::from(seq & 0x7fff) << 48) | (((from & 0xffff) as u64) << 32) | u64::from(frame)
+}
+
+/// Tags with this bit carry an [`Abort`]; one receive for them is always posted.
+const ABORT_TAG: u64 = 1 << 63;
+
+/// How long a failing rank tries to deliver its aborts.
+const ABORT_GRACE: Duration = Duration::from_millis(500);
+
+/// How long a rank whose transfer failed looks for an abort explaining it.
+const ABORT_LOOKOUT: Duration = Duration::from_millis(200);
+
+/// How long, at most, a rank that timed out looks for an abort naming the real culprit
+/// (and at most a quarter of the call timeout): ranks stalled by one death time out within
+/// moments of each other, in no fixed order.
+const TIMEOUT_LOOKOUT: Duration = Duration::from_secs(5);
+
+/// The most bytes of an abort's cause that travel.
+const MAX_CAUSE: usize = 1024;
+
+/// What a failing rank tells the others, so that ranks waiting on someone else than the
+/// culprit fail at once, naming it, instead of timing out on a healthy neighbour.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Abort {
+    pub culprit: usize,
+    pub reporter: usize,
+    pub cause: String,
+}
+
+impl Abort {
+    fn encode(&self) -> Vec<u8> {
+        let mut cause = self.cause.as_str();
+        while cause.len() > MAX_CAUSE {
+            let mut end = MAX_CAUSE;
+            while !cause.is_char_boundary(end) {
+                end -= 1;
+            }
+            cause = &cause[..end];
+        }
+        format!("{}\n{}\n{cause}", self.culprit, self.reporter).into_bytes()
+    }
+
+    fn decode(bytes: &[u8]) -> Option<Abort> {
+        let text = std::str::from_utf8(bytes).ok()?;
+        let mut parts = text.splitn(3, '\n');
+        Some(Abort {
+            culprit: parts.next()?.parse().ok()?,
+            reporter: parts.next()?.parse().ok()?,
+            cause: parts.next()?.to_owned(),
+        })
+    }
+}
+
+/// A failed call: the error this rank returns and the rank it blames.
+#[derive(Debug)]
+pub(crate) struct Fault {
+    pub error: Error,
+    /// The rank that failed, when one did; it gets no abort.
+    pub culprit: Option<usize>,
+    /// Whether this came from another rank's abort, which needs no repeating.
+    pub reported: bool,
+}
+
+impl From<Error> for Box<Fault> {
+    fn from(error: Error) -> Self {
+        let culprit = match &error {
+            Error::PeerLost { peer, .. } => Some(*peer),
+            _ => None,
+        };
+        Box::new(Fault {
+            error,
+            culprit,
+            reported: false,
+        })
+    }
+}
+
+#[derive(Debug)]
+struct InFlight {
+    slot: usize,
+    /// The layout bytes a send reads in place until it completes (none when staged):
+    /// nothing may write them meanwhile.
+    reads: Option<Range<usize>>,
+    /// Whether a receive lands in place, in the tensors, rather than in its slot.
+    in_place: bool,
+    /// What to do with a received frame (`None` for sends).
+    recv: Option<Recv>,
+    /// Set when the operation completed: the bytes that arrived.
+    done: Option<usize>,
+}
+
+/// The frames of a call to and from one peer.
+#[derive(Debug, Default)]
+struct Lane {
+    sends: VecDeque<InFlight>,
+    recvs: VecDeque<InFlight>,
+    sent: u32,
+    received: u32,
+}
+
+/// An endpoint and what running calls over it needs.
+#[derive(Debug)]
+pub(crate) struct Engine {
+    pub endpoint: Endpoint,
+    /// Stashed payloads, by peer rank.
+    stashes: Vec<Vec<u8>>,
+    op_timeout: Duration,
+    spin: Duration,
+    completions: Vec<Completion>,
+    /// The slot of the always-posted receive for aborts.
+    abort_slot: usize,
+    /// Every rank's process, by rank, and this one's.
+    processes: Vec<Process>,
+    me: Process,
+}
+
+impl Engine {
+    /// Takes over an endpoint whose address vector is filled, and posts the receive for
+    /// other ranks' aborts.
+    pub(crate) fn new(
+        mut endpoint: Endpoint,
+        processes: Vec<Process>,
+        op_timeout: Duration,
+        spin: Duration,
+    ) -> Result<Self> {
+        let len = MAX_CAUSE + 64;
+        let abort_slot = endpoint.acquire(len)?;
+        let code = endpoint.receive(abort_slot, len, ABORT_TAG, !ABORT_TAG);
+        if code != 0 {
+            return Err(endpoint.error("fi_trecv (abort)", code as i64));
+        }
+        Ok(Engine {
+            endpoint,
+            stashes: vec![Vec::new(); processes.len()],
+            op_timeout,
+            spin,
+            completions: Vec::new(),
+            abort_slot,
+            processes,
+            me: Process::current(),
+        })
+    }
+
+    /// Tells every rank but the culprit why this rank's call failed, as far as it can
+    /// within a short grace period.
+    pub(crate) fn abort(&mut self, call: &Call<'_>, fault: &Fault) {
+        if fault.reported {
+            return;
+        }
+        let cause = match &fault.error {
+            Error::PeerLost { cause, .. } => cause.clone(),
+            other => other.to_string(),
+        };
+        let abort = Abort {
+            culprit: fault.culprit.unwrap_or(call.rank),
+            reporter: call.rank,
+            cause,
+        };
+        let bytes = abort.encode();
+        let mut pending = Vec::new();
+        let dead = |p: usize| {
+            self.processes
+                .get(p)
+                .is_some_and(|r| r.has_exited(&self.me))
+        };
+        let told: Vec<usize> = (0..call.ranks)
+            .filter(|p| *p != call.rank && Some(*p) != fault.culprit && !dead(*p))
+            .collect();
+        for peer in told {
+            let Ok(slot) = self.endpoint.acquire(bytes.len()) else {
+                continue;
+            };
+            self.endpoint.buffer_mut(slot)[..bytes.len()].copy_from_slice(&bytes);
+            let tag = ABORT_TAG | call.rank as u64;
+            let deadline = Instant::now() + ABORT_GRACE;
+            loop {
+                match self.endpoint.send(slot, bytes.len(), peer, tag) {
+                    0 => {
+                        pending.push(slot);
+                        break;
+                    }
+                    AGAIN if Instant::now() < deadline => {
+                        let _ = self.endpoint.poll(&mut self.completions);
+                    }
+                    _ => break,
+                }
+            }
+        }
+        let deadline = Instant::now() + ABORT_GRACE;
+        while !pending.is_empty() && Instant::now() < deadline {
+            self.completions.clear();
+            if self.endpoint.poll(&mut self.completions).is_err() {
+                break;
+            }
+            pending.retain(|slot| !self.completions.iter().any(|c| c.slot == *slot));
+        }
+    }
+
+    /// Runs one call to completion.
+    pub(crate) fn run(
+        &mut self,
+        call: &Call<'_>,
+        layout: &mut Layout<'_>,
+        schedule: &mut dyn Schedule,
+    ) -> Result<(), Box<Fault>> {
+        let peers = schedule.peers();
+        if let Some(bad) = peers.iter().find(|p| **p >= call.ranks || **p == call.rank) {
+            return Err(self
+                .local(call, format!("the schedule names rank {bad} as a peer"))
+                .into());
+        }
+        let mut lanes: Vec<Lane> = (0..call.ranks).map(|_| Lane::default()).collect();
+        let mut quiet_since = Instant::now();
+        loop {
+            let mut moved = false;
+            for &peer in &peers {
+                moved |= self.post(call, layout, schedule, &mut lanes, peer, quiet_since)?;
+            }
+            moved |= self.collect(call, &mut lanes)?;
+            for &peer in &peers {
+                moved |= self.retire(call, layout, schedule, &mut lanes, peer)?;
+            }
+            if schedule.is_done() {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if moved {
+                quiet_since = now;
+            } else if now.duration_since(quiet_since) >= self.op_timeout {
+                return Err(self.timed_out(call, &lanes, &peers, None));
+            } else if now.duration_since(quiet_since) >= self.spin {
+                std::thread::sleep(NAP);
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// Posts the frames to and from `peer` that the schedule releases.
+    fn post(
+        &mut self,
+        call: &Call<'_>,
+        layout: &mut Layout<'_>,
+        schedule: &mut dyn Schedule,
+        lanes: &mut [Lane],
+        peer: usize,
+        quiet_since: Instant,
+    ) -> Result<bool, Box<Fault>> {
+        let mut moved = false;
+        while lanes[peer].sends.len() < DEPTH {
+            let Some(range) = schedule.next_send(peer) else {
+                break;
+            };
+            let frame_tag = tag(call.seq, call.rank, lanes[peer].sent);
+            let reads = match self.pieces(layout, &range) {
+                Some(pieces) => {
+                    let slot = self.acquire(call, 0)?;
+                    self.retry(call, lanes, quiet_since, "fi_tsendv", peer, |e| {
+                        // SAFETY: the pieces are tensor bytes of this call, which outlive
+                        // it; `reads` keeps receives from writing them until completion.
+                        unsafe { e.send_vectored(slot, &pieces, peer, frame_tag) }
+                    })?;
+                    (slot, Some(range))
+                }
+                None => {
+                    let len = range.len();
+                    let slot = self.stage(call, layout, range)?;
+                    self.retry(call, lanes, quiet_since, "fi_tsend", peer, |e| {
+                        e.send(slot, len, peer, frame_tag)
+                    })?;
+                    (slot, None)
+                }
+            };
+            let lane = &mut lanes[peer];
+            lane.sent += 1;
+            lane.sends.push_back(InFlight {
+                slot: reads.0,
+                reads: reads.1,
+                in_place: false,
+                recv: None,
+                done: None,
+            });
+            moved = true;
+        }
+        while lanes[peer].recvs.len() < DEPTH {
+            let Some(recv) = schedule.next_recv(peer) else {
+                break;
+            };
+            let len = recv.range.len();
+            let frame_tag = tag(call.seq, peer, lanes[peer].received);
+            let places = match recv.action {
+                Action::Place if !being_sent(lanes, &recv.range) => {
+                    self.places(layout, &recv.range)
+                }
+                _ => None,
+            };
+            let in_place = places.is_some();
+            let slot = self.acquire(call, if in_place { 0 } else { len })?;
+            match places {
+                Some(pieces) => self.retry(call, lanes, quiet_since, "fi_trecvv", peer, |e| {
+                    // SAFETY: tensor bytes of this call, which outlive it; the schedule
+                    // gives a receive's range to no other transfer until it completes,
+                    // and no send reads it in place (checked above).
+                    unsafe { e.receive_vectored(slot, &pieces, frame_tag) }
+                })?,
+                None => self.retry(call, lanes, quiet_since, "fi_trecv", peer, |e| {
+                    e.receive(slot, len, frame_tag, 0)
+                })?,
+            }
+            let lane = &mut lanes[peer];
+            lane.received += 1;
+            lane.recvs.push_back(InFlight {
+                slot,
+                reads: None,
+                in_place,
+                recv: Some(recv),
+                done: None,
+            });
+            moved = true;
+        }
+        Ok(moved)
+    }
+
+    /// The pieces of `range` for a send in place, when the provider allows one and the
+    /// range is large enough and fits one vectored send.
+    fn pieces(&self, layout: &Layout<'_>, range: &Range<usize>) -> Option<Vec<sys::iovec>> {
+        if self.endpoint.registers || range.len() < DIRECT_MIN {
+            return None;
+        }
+        let mut slices = [std::io::IoSlice::new(&[]); MAX_IOV];
+        let limit = self.endpoint.iov_limit.clamp(1, MAX_IOV);
+        let count = layout.gather(range.clone(), &mut slices[..limit]);
+        let pieces: Vec<sys::iovec> = slices[..count]
+            .iter()
+            .map(|s| sys::iovec {
+                iov_base: s.as_ptr().cast_mut().cast(),
+                iov_len: s.len(),
+            })
+            .collect();
+        let covered: usize = pieces.iter().map(|p| p.iov_len).sum();
+        (covered == range.len()).then_some(pieces)
+    }
+
+    /// The pieces of `range` for a receive in place, under the same conditions as
+    /// [`Self::pieces`]; none where the range is read-only input.
+    fn places(&self, layout: &mut Layout<'_>, range: &Range<usize>) -> Option<Vec<sys::iovec>> {
+        if self.endpoint.registers || range.len() < DIRECT_MIN {
+            return None;
+        }
+        let mut slices = layout.scatter(range.clone()).ok()?;
+        if slices.len() > self.endpoint.rx_iov_limit.max(1) {
+            return None;
+        }
+        let pieces: Vec<sys::iovec> = slices
+            .iter_mut()
+            .map(|s| sys::iovec {
+                iov_base: s.as_mut_ptr().cast(),
+                iov_len: s.len(),
+            })
+            .collect();
+        let covered: usize = pieces.iter().map(|p| p.iov_len).sum();
+        (covered == range.len()).then_some(pieces)
+    }
+
+    /// A bounce buffer of at least `len` bytes.
+    fn acquire(&mut self, call: &Call<'_>, len: usize) -> Result<usize> {
+        if len > self.endpoint.max_message {
+            return Err(self.local(
+                call,
+                format!(
+                    "a frame of {len} bytes exceeds the provider's largest message ({} bytes)",
+                    self.endpoint.max_message
+                ),
+            ));
+        }
+        self.endpoint.acquire(len)
+    }
+
+    /// Copies `range` of the layout into a bounce buffer.
+    fn stage(
+        &mut self,
+        call: &Call<'_>,
+        layout: &Layout<'_>,
+        range: Range<usize>,
+    ) -> Result<usize> {
+        let slot = self.acquire(call, range.len())?;
+        let buffer = self.endpoint.buffer_mut(slot);
+        let mut pieces = [std::io::IoSlice::new(&[]); MAX_IOV];
+        let (mut at, mut filled) = (range.start, 0);
+        while at < range.end {
+            let count = layout.gather(at..range.end, &mut pieces);
+            let before = filled;
+            for piece in &pieces[..count] {
+                buffer[filled..filled + piece.len()].copy_from_slice(piece);
+                filled += piece.len();
+            }
+            if filled == before {
+                self.endpoint.release(slot);
+                return Err(self.local(
+                    call,
+                    format!("frame {range:?} lies outside the call's tensors"),
+                ));
+            }
+            at += filled - before;
+        }
+        Ok(slot)
+    }
+
+    /// Posts with `post`, reading completions while the provider's queue is full.
+    fn retry(
+        &mut self,
+        call: &Call<'_>,
+        lanes: &mut [Lane],
+        quiet_since: Instant,
+        what: &str,
+        peer: usize,
+        mut post: impl FnMut(&mut Endpoint) -> Code,
+    ) -> Result<(), Box<Fault>> {
+        loop {
+            let code = post(&mut self.endpoint);
+            if code == 0 {
+                return Ok(());
+            }
+            if code != AGAIN {
+                let cause = format!("{what} failed: {}", self.endpoint.strerror(code as i64));
+                return Err(self.lost(call, peer, cause).into());
+            }
+            self.collect(call, lanes)?;
+            std::thread::yield_now();
+            if quiet_since.elapsed() >= self.op_timeout {
+                let others: Vec<usize> = (0..call.ranks).filter(|p| *p != call.rank).collect();
+                return Err(self.timed_out(call, lanes, &others, Some(peer)));
+            }
+        }
+    }
+
+    /// Reads the completion queue and marks what finished.
+    fn collect(&mut self, call: &Call<'_>, lanes: &mut [Lane]) -> Result<bool, Box<Fault>> {
+        self.completions.clear();
+        if let Err(failed) = self.endpoint.poll(&mut self.completions) {
+            // A survivor that failed first may have exited since, which fails transfers
+            // from it too: its abort, if one came, names the real culprit.
+            if let Some(reported) = self.abort_within(call, ABORT_LOOKOUT) {
+                return Err(reported);
+            }
+            return Err(self.failed(call, lanes, failed).into());
+        }
+        if let Some(done) = self.completions.iter().find(|c| c.slot == self.abort_slot) {
+            return Err(self.reported(call, done.len));
+        }
+        for done in &self.completions {
+            let entry = lanes
+                .iter_mut()
+                .flat_map(|l| l.sends.iter_mut().chain(l.recvs.iter_mut()))
+                .find(|f| f.slot == done.slot && f.done.is_none());
+            if let Some(entry) = entry {
+                entry.done = Some(done.len);
+            }
+        }
+        Ok(!self.completions.is_empty())
+    }
+
+    /// Reports the finished frames at the head of `peer`'s lane, in release order. A
+    /// receive that would write bytes a send still reads in place waits for that send.
+    fn retire(
+        &mut self,
+        call: &Call<'_>,
+        layout: &mut Layout<'_>,
+        schedule: &mut dyn Schedule,
+        lanes: &mut [Lane],
+        peer: usize,
+    ) -> Result<bool, Box<Fault>> {
+        let mut moved = false;
+        while lanes[peer].sends.front().is_some_and(|f| f.done.is_some()) {
+            if let Some(frame) = lanes[peer].sends.pop_front() {
+                self.endpoint.release(frame.slot);
+            }
+            self.complete(call, layout, schedule, Done::Sent(peer))?;
+            moved = true;
+        }
+        while let Some(InFlight {
+            slot,
+            recv: Some(recv),
+            done: Some(len),
+            in_place,
+            ..
+        }) = lanes[peer].recvs.front()
+        {
+            if !in_place && recv.action != Action::Stash && being_sent(lanes, &recv.range) {
+                break;
+            }
+            let (slot, len, recv, in_place) = (*slot, *len, recv.clone(), *in_place);
+            lanes[peer].recvs.pop_front();
+            let applied = if !in_place {
+                self.apply(call, layout, peer, slot, len, &recv)
+            } else if len != recv.range.len() {
+                Err(mismatched(call, peer, len, recv.range.len()))
+            } else {
+                Ok(())
+            };
+            self.endpoint.release(slot);
+            applied?;
+            self.complete(call, layout, schedule, Done::Received(peer))?;
+            moved = true;
+        }
+        Ok(moved)
+    }
+
+    /// Does what the schedule asked with a received frame.
+    fn apply(
+        &mut self,
+        call: &Call<'_>,
+        layout: &mut Layout<'_>,
+        peer: usize,
+        slot: usize,
+        len: usize,
+        recv: &Recv,
+    ) -> Result<()> {
+        if len != recv.range.len() {
+            return Err(mismatched(call, peer, len, recv.range.len()));
+        }
+        let payload = &self.endpoint.buffer(slot)[..len];
+        let at = recv.range.start;
+        let done = match recv.action {
+            Action::Place => layout.write(at, payload),
+            Action::Reduce => layout.reduce_from(at, payload, call.reduction.op),
+            Action::ReduceFinish => layout
+                .reduce_from(at, payload, call.reduction.op)
+                .and_then(|()| layout.finish(recv.range.clone(), call.reduction, call.ranks)),
+            Action::Stash => {
+                let stash = &mut self.stashes[peer];
+                stash.clear();
+                stash.extend_from_slice(payload);
+                Ok(())
+            }
+        };
+        done.map_err(|e| self.local(call, e.to_string()))
+    }
+
+    fn complete(
+        &mut self,
+        call: &Call<'_>,
+        layout: &mut Layout<'_>,
+        schedule: &mut dyn Schedule,
+        done: Done,
+    ) -> Result<()> {
+        let mut data = Data {
+            layout,
+            stashes: &self.stashes,
+        };
+        schedule
+            .complete(done, &mut data)
+            .map_err(|e| self.local(call, e.to_string()))
+    }
+
+    /// A failure on this rank, not a peer's.
+    fn local(&self, call: &Call<'_>, reason: String) -> Error {
+        Error::Io {
+            context: format!(
+                "rank {}: {} of tensor '{}' over libfabric provider {}",
+                call.rank, call.op, call.tensor, self.endpoint.provider.name
+            ),
+            message: reason,
+            kind: std::io::ErrorKind::Other,
+        }
+    }
+
+    fn lost(&self, call: &Call<'_>, peer: usize, cause: String) -> Error {
+        Error::PeerLost {
+            rank: call.rank,
+            peer,
+            op: call.op,
+            tensor: call.tensor.to_owned(),
+            cause: format!(
+                "libfabric provider {}: {cause}",
+                self.endpoint.provider.name
+            ),
+        }
+    }
+
+    /// An operation the provider failed: its peer is named when the slot is known.
+    fn failed(&self, call: &Call<'_>, lanes: &[Lane], failed: Failed) -> Error {
+        let found = failed.slot.and_then(|slot| {
+            lanes.iter().enumerate().find_map(|(peer, lane)| {
+                if lane.sends.iter().any(|f| f.slot == slot) {
+                    Some((peer, "sending to"))
+                } else if lane.recvs.iter().any(|f| f.slot == slot) {
+                    Some((peer, "receiving from"))
+                } else {
+                    None
+                }
+            })
+        });
+        match found {
+            Some((peer, _)) if failed.code == crate::sys::FI_ETRUNC as i32 => {
+                Error::InvalidArgument {
+                    rank: call.rank,
+                    op: call.op,
+                    tensor: call.tensor.to_owned(),
+                    reason: format!(
+                        "rank {peer} sent a larger frame than this rank expects: ranks passed tensors of different sizes ({})",
+                        failed.text
+                    ),
+                }
+            }
+            Some((peer, direction)) => self.lost(
+                call,
+                peer,
+                format!("{direction} it failed: {}", failed.text),
+            ),
+            None => self.local(
+                call,
+                format!("the completion queue reported: {}", failed.text),
+            ),
+        }
+    }
+
+    /// The call waited too long. Ranks stalled by the same death time out at about the
+    /// same moment, so before blaming the peer it waits for, this rank gives the one
+    /// nearer the dead rank a moment to say who died.
+    fn timed_out(
+        &mut self,
+        call: &Call<'_>,
+        lanes: &[Lane],
+        peers: &[usize],
+        stuck: Option<usize>,
+    ) -> Box<Fault> {
+        let lookout = TIMEOUT_LOOKOUT.min(self.op_timeout / 4);
+        if let Some(reported) = self.abort_within(call, lookout) {
+            return reported;
+        }
+        let fault = self.timeout(call, lanes, peers, stuck);
+        let (Some(dead), Error::Timeout { waiting_for, .. }) =
+            (self.exited(call.rank), &fault.error)
+        else {
+            return fault;
+        };
+        let cause = format!(
+            "its process ({}) on this host has exited, found after waiting {:?} for {waiting_for}",
+            self.processes[dead].pid, self.op_timeout
+        );
+        Box::new(Fault {
+            error: Error::PeerLost {
+                rank: call.rank,
+                peer: dead,
+                op: call.op,
+                tensor: call.tensor.to_owned(),
+                cause,
+            },
+            culprit: Some(dead),
+            reported: false,
+        })
+    }
+
+    /// A rank other than `rank` whose process, on this host, has exited.
+    fn exited(&self, rank: usize) -> Option<usize> {
+        (0..self.processes.len())
+            .filter(|r| *r != rank)
+            .find(|r| self.processes[*r].has_exited(&self.me))
+    }
+
+    /// Another rank's abort, if one arrives within `wait`.
+    fn abort_within(&mut self, call: &Call<'_>, wait: Duration) -> Option<Box<Fault>> {
+        let deadline = Instant::now() + wait;
+        let mut seen = Vec::new();
+        while Instant::now() < deadline {
+            // Other failures are the ones being explained; keep reading past them.
+            let _ = self.endpoint.poll(&mut seen);
+            if let Some(done) = seen.iter().find(|c| c.slot == self.abort_slot) {
+                return Some(self.reported(call, done.len));
+            }
+            seen.clear();
+            std::thread::yield_now();
+        }
+        None
+    }
+
+    /// Another rank's abort arrived: the call fails naming the rank it blames.
+    fn reported(&self, call: &Call<'_>, len: usize) -> Box<Fault> {
+        let bytes = &self.endpoint.buffer(self.abort_slot)[..len.min(MAX_CAUSE + 64)];
+        let abort = Abort::decode(bytes).unwrap_or(Abort {
+            culprit: call.rank,
+            reporter: call.rank,
+            cause: "a rank aborted with an unreadable reason".into(),
+        });
+        Box::new(Fault {
+            error: Error::PeerLost {
+                rank: call.rank,
+                peer: abort.culprit,
+                op: call.op,
+                tensor: call.tensor.to_owned(),
+                cause: format!("reported by rank {}: {}", abort.reporter, abort.cause),
+            },
+            culprit: Some(abort.culprit),
+            reported: true,
+        })
+    }
+
+    /// The call waited too long; `stuck` is a peer a frame could not even be posted to.
+    fn timeout(
+        &self,
+        call: &Call<'_>,
+        lanes: &[Lane],
+        peers: &[usize],
+        stuck: Option<usize>,
+    ) -> Box<Fault> {
+        let mut culprit = stuck;
+        let mut waiting: Vec<String> = stuck
+            .map(|p| format!("rank {p} (the provider takes no more frames for it)"))
+            .into_iter()
+            .collect();
+        for &peer in peers {
+            let Some(lane) = lanes.get(peer) else {
+                continue;
+            };
+            let unreceived = lane.recvs.iter().filter(|f| f.done.is_none()).count();
+            let unsent = lane.sends.iter().filter(|f| f.done.is_none()).count();
+            if unreceived > 0 {
+                culprit.get_or_insert(peer);
+                waiting.push(format!("rank {peer} ({unreceived} frames not arrived)"));
+            } else if unsent > 0 {
+                waiting.push(format!("rank {peer} ({unsent} frames not taken)"));
+            }
+        }
+        // A peer that sends nothing is more likely the dead one than one that takes nothing.
+        if culprit.is_none() {
+            culprit = peers.iter().copied().find(|p| {
+                lanes
+                    .get(*p)
+                    .is_some_and(|l| l.sends.iter().any(|f| f.done.is_none()))
+            });
+        }
+        if waiting.is_empty() {
+            waiting.push("the schedule to release a frame".into());
+        }
+        let error = Error::Timeout {
+            rank: call.rank,
+            op: call.op,
+            tensor: call.tensor.to_owned(),
+            waited: self.op_timeout,
+            waiting_for: format!(
+                "{} over libfabric provider {}",
+                waiting.join(", "),
+                self.endpoint.provider.name
+            ),
+        };
+        Box::new(Fault {
+            error,
+            culprit,
+            reported: false,
+        })
+    }
+}
+
+/// Whether a send still in flight reads any byte of `range` in place.
+fn being_sent(lanes: &[Lane], range: &Range<usize>) -> bool {
+    lanes.iter().flat_map(|l| &l.sends).any(|f| {
+        f.done.is_none()
+            && f.reads
+                .as_ref()
+                .is_some_and(|r| r.start < range.end && range.start < r.end)
+    })
+}
+
+fn mismatched(call: &Call<'_>, peer: usize, got: usize, expected: usize) -> Error {
+    Error::InvalidArgument {
+        rank: call.rank,
+        op: call.op,
+        tensor: call.tensor.to_owned(),
+        reason: format!(
+            "rank {peer} sent a frame of {got} bytes where {expected} were expected: ranks passed tensors of different sizes"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_separate_calls_senders_and_frames() {
+        assert_eq!(tag(1, 2, 3), 0x0001_0002_0000_0003);
+        assert_ne!(tag(1, 2, 3), tag(2, 2, 3));
+        assert_ne!(tag(1, 2, 3), tag(1, 3, 3));
+        assert_eq!(tag(0x8005, 0, 0), tag(5, 0, 0));
+        assert_eq!(tag(u32::MAX, 0xffff, u32::MAX) & ABORT_TAG, 0);
+    }
+
+    #[test]
+    fn aborts_round_trip_and_long_causes_are_cut_between_characters() {
+        let abort = Abort {
+            culprit: 2,
+            reporter: 0,
+            cause: "é".repeat(MAX_CAUSE),
+        };
+        let decoded = Abort::decode(&abort.encode());
+        let cause = decoded.as_ref().map(|a| a.cause.len());
+        assert_eq!(cause, Some(MAX_CAUSE));
+        assert_eq!(decoded.map(|a| (a.culprit, a.reporter)), Some((2, 0)));
+        assert_eq!(Abort::decode(b"x"), None);
+    }
+}
