@@ -35,8 +35,11 @@
 //! Rank 0 creates `/dev/shm/hvd-shm-<job id>-<random token>` and publishes its name,
 //! token and slot size under `shm/segment` in the store; the others attach and check the
 //! segment's header (magic, token, rank count, slot size) and length before they use a
-//! byte of it, so a leftover or foreign segment is refused with an error, never read.
-//! A leftover file with the very name rank 0 picks is removed first. Every rank unlinks
+//! byte of it, so a leftover or foreign segment is never read: a rank that finds one
+//! (or a crashed job's record in the store) waits for rank 0 to publish its own until
+//! the start timeout, then fails saying why it refused the last one. A leftover file
+//! with the very name rank 0 picks is removed first; rank 0 removes the record once
+//! every rank has attached. Every rank unlinks
 //! the name once all ranks have attached (or connecting failed), so after that not even a
 //! `SIGKILL` leaves anything behind: the memory goes when the last rank unmaps it. The
 //! pages are reserved when the segment is created, so a full `/dev/shm` is an error at
@@ -92,8 +95,9 @@
 //!   and both step numbers.
 //! - The rank that sees a failure first writes it in the segment's abort word and wakes
 //!   everyone; the other ranks fail at once with `PeerLost { peer: <culprit>, cause:
-//!   "reported by rank X: ..." }`. After a failure the group is closed: every later call
-//!   returns the same error.
+//!   "reported by rank X: ..." }`, and the culprit, if it still runs, with
+//!   [`Error::Shutdown`](hvd_core::Error::Shutdown) saying which rank gave up on it.
+//!   After a failure the group is closed: every later call returns the same error.
 //!
 //! ## Environment
 //! | variable | meaning | default |

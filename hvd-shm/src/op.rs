@@ -1,12 +1,12 @@
 //! Names of operations, for errors, and the codes by which ranks check that they run
 //! the same one.
 
-/// An operation, with the algorithm where the transport has two.
+/// An operation, with the algorithm where the transport has two. Codes start at 1, so
+/// that the zeroes of a fresh segment describe no operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Op {
-    Connect,
     /// Allreduce of tensors copied in whole, every rank reducing all of them.
-    AllreduceWhole,
+    AllreduceWhole = 1,
     /// Allreduce of one tensor in shares, each rank reducing one.
     AllreduceSplit,
     Broadcast,
@@ -17,8 +17,7 @@ pub(crate) enum Op {
 }
 
 impl Op {
-    const ALL: [Op; 8] = [
-        Op::Connect,
+    const ALL: [Op; 7] = [
         Op::AllreduceWhole,
         Op::AllreduceSplit,
         Op::Broadcast,
@@ -31,7 +30,6 @@ impl Op {
     /// The operation's name in messages.
     pub(crate) fn name(self) -> &'static str {
         match self {
-            Op::Connect => "connect",
             Op::AllreduceWhole | Op::AllreduceSplit => "allreduce",
             Op::Broadcast => "broadcast",
             Op::Allgather => "allgather",

@@ -68,7 +68,7 @@ impl Joiner<'_> {
         let segment = if self.rank == 0 {
             self.create()?
         } else {
-            self.attach()?
+            self.attach(started)?
         };
         let me = segment.control(self.rank);
         if me
@@ -86,6 +86,13 @@ impl Joiner<'_> {
         let all = self.wait_for_everyone(&segment, started);
         // Whether everyone came or not, no rank may attach any more.
         segment::unlink(segment.name());
+        if self.rank == 0 && all.is_ok() {
+            // Only so that a later group in the same store never reads this record; if
+            // the delete fails, its ranks retry until rank 0 replaces it.
+            if let Err(e) = self.store.delete(&self.key()) {
+                tracing::debug!("rank 0: removing the segment record: {e}");
+            }
+        }
         all.map(|()| segment)
     }
 
@@ -127,17 +134,31 @@ impl Joiner<'_> {
         Ok(segment)
     }
 
-    fn attach(&self) -> Result<Segment> {
+    /// Attaches to the segment rank 0 published. A record or segment that does not fit
+    /// may be a crashed group's leftover that rank 0 is about to replace, so the rank
+    /// tries again until the start timeout, and then says why the last try failed.
+    fn attach(&self, started: Instant) -> Result<Segment> {
         let key = self.key();
-        let bytes = self.store.get(&key, self.timeout).map_err(|_| {
-            self.timeout_error(
-                format!("rank 0 to create the shared-memory segment: it never published '{key}' in the store (not started, crashed, or given another store?)"),
-            )
-        })?;
-        let record = Record::decode(&bytes).ok_or_else(|| {
+        loop {
+            let left = self.timeout.saturating_sub(started.elapsed());
+            let bytes = self.store.get(&key, left).map_err(|_| {
+                self.timeout_error(
+                    format!("rank 0 to create the shared-memory segment: it never published '{key}' in the store (not started, crashed, or given another store?)"),
+                )
+            })?;
+            match self.attach_to(&key, &bytes) {
+                Ok(segment) => return Ok(segment),
+                Err(error) if started.elapsed() >= self.timeout => return Err(error),
+                Err(_) => thread::sleep(Duration::from_millis(5)),
+            }
+        }
+    }
+
+    fn attach_to(&self, key: &str, bytes: &[u8]) -> Result<Segment> {
+        let record = Record::decode(bytes).ok_or_else(|| {
             self.protocol(format!(
                 "'{key}' in the store holds {:?}, not a segment record",
-                String::from_utf8_lossy(&bytes)
+                String::from_utf8_lossy(bytes)
             ))
         })?;
         let layout = Layout::new(self.size, record.slot_bytes);

@@ -73,7 +73,8 @@ fn a_missing_rank_0_is_named_by_the_others() {
 }
 
 /// A crashed job left a segment file and its record in the store: a rank told about it
-/// refuses the file instead of reading it, and says why.
+/// refuses the file instead of reading it, and once the start timeout has passed without
+/// a record of a live group, says why.
 #[test]
 fn a_stale_segment_is_refused_with_the_reason() {
     let job = "stale";
@@ -84,7 +85,7 @@ fn a_stale_segment_is_refused_with_the_reason() {
         .set("shm/segment", format!("{name} 1 4096").as_bytes())
         .unwrap();
     let mut config = common::config(job);
-    config.start_timeout = Duration::from_secs(1);
+    config.start_timeout = Duration::from_millis(300);
     let connect = || {
         ShmCollective::connect(store.clone(), 1, 2, config.clone())
             .unwrap_err()
@@ -251,4 +252,42 @@ fn mismatched_calls_are_named_on_every_rank_and_the_group_goes_on() {
             2
         )
     );
+}
+
+/// A crashed job's record and segment are in the store when a new job starts in it: the
+/// ranks that read the stale record wait for rank 0's, and the job works.
+#[test]
+fn a_new_job_works_over_a_stale_record_and_segment() {
+    let job = "stale-then-new";
+    let name = format!("hvd-shm-{job}-{:016x}", std::process::id());
+    let path = std::path::Path::new("/dev/shm").join(&name);
+    std::fs::write(&path, vec![0x5au8; 4096 * 5]).unwrap();
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    store
+        .set("shm/segment", format!("{name} 1 4096").as_bytes())
+        .unwrap();
+    let config = common::config(job);
+    let handles: Vec<_> = (0..3)
+        .map(|rank| {
+            let (store, config) = (store.clone(), config.clone());
+            thread::spawn(move || {
+                if rank == 0 {
+                    thread::sleep(Duration::from_millis(200));
+                }
+                let group = ShmCollective::connect(store, rank, 3, config)?;
+                let mut x = [rank as i32 + 1];
+                group.allreduce(
+                    &mut [TensorMut::from_slice("x", &mut x)],
+                    Reduction::new(ReduceOp::Sum),
+                )?;
+                Ok::<i32, hvd_core::Error>(x[0])
+            })
+        })
+        .collect();
+    for handle in handles {
+        assert_eq!(handle.join().unwrap().unwrap(), 6);
+    }
+    assert_eq!(common::leftovers(job), vec![name]);
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(store.try_get("shm/segment").unwrap(), None);
 }
