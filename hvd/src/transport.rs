@@ -24,6 +24,8 @@ pub enum Backend {
     Mpi,
     /// Shared memory (feature `shm`, on by default), for jobs whose ranks share a host.
     Shm,
+    /// RDMA-class fabrics through libfabric (feature `rdma`): verbs, EFA, shm, tcp.
+    Rdma,
 }
 
 impl Backend {
@@ -39,6 +41,9 @@ impl Backend {
         if cfg!(feature = "shm") {
             backends.push(Backend::Shm);
         }
+        if cfg!(feature = "rdma") {
+            backends.push(Backend::Rdma);
+        }
         backends
     }
 
@@ -47,6 +52,7 @@ impl Backend {
             Backend::Tcp => "tcp",
             Backend::Mpi => "mpi",
             Backend::Shm => "shm",
+            Backend::Rdma => "rdma",
         }
     }
 
@@ -58,6 +64,11 @@ impl Backend {
             Backend::Shm => Ok("pure Rust shared memory in /dev/shm (no system library)".into()),
             #[cfg(feature = "mpi")]
             Backend::Mpi => hvd_mpi::library_version(),
+            #[cfg(feature = "rdma")]
+            Backend::Rdma => Ok(format!(
+                "libfabric, providers: {}",
+                provider_names(&hvd_rdma::providers()?)
+            )),
             #[allow(unreachable_patterns)]
             other => Err(Error::Unsupported {
                 backend: other.name(),
@@ -210,6 +221,20 @@ fn connect_transport(backend: Backend, world: &World) -> Result<Box<dyn Collecti
             )?;
             Ok(Box::new(shm))
         }
+        #[cfg(feature = "rdma")]
+        Backend::Rdma => {
+            let mut config = hvd_rdma::RdmaConfig::from_env()?;
+            if config.provider.is_none() && !crate::world::one_host()? {
+                config.provider = Some(provider_between_hosts()?);
+            }
+            let rdma = hvd_rdma::RdmaCollective::connect(
+                world.store.clone(),
+                world.rank,
+                world.size,
+                config,
+            )?;
+            hierarchical_over(rdma, world)
+        }
         #[cfg(feature = "mpi")]
         Backend::Mpi => {
             let mpi = hvd_mpi::MpiCollective::world(hvd_mpi::MpiConfig::from_env()?)?;
@@ -231,4 +256,104 @@ fn connect_transport(backend: Backend, world: &World) -> Result<Box<dyn Collecti
             what: "this build (its Cargo feature is off)".into(),
         }),
     }
+}
+
+/// The first provider, in hvd-rdma's order of preference, that reaches other hosts
+/// (`shm` stays on one).
+#[cfg(feature = "rdma")]
+fn provider_between_hosts() -> Result<String> {
+    let offered = hvd_rdma::providers()?;
+    hvd_rdma::PREFERENCE
+        .iter()
+        .filter(|p| **p != "shm")
+        .find_map(|wanted| {
+            offered
+                .iter()
+                .find(|o| o.name.split(';').next() == Some(*wanted))
+                .map(|o| o.name.clone())
+        })
+        .ok_or_else(|| Error::Config {
+            name: "HVD_RDMA_PROVIDER".into(),
+            value: "unset".into(),
+            expected: format!(
+                "a libfabric provider that reaches other hosts; this host offers only: {}",
+                offered
+                    .iter()
+                    .map(|o| o.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        })
+}
+
+/// What this host offers the RDMA transport, in lines: libfabric's providers and the
+/// RDMA devices with their ports, or why there are none (`hvdrun --check` prints it).
+/// `None` in a build without the `rdma` feature.
+pub fn rdma_report() -> Option<Vec<String>> {
+    #[cfg(feature = "rdma")]
+    {
+        let providers = match hvd_rdma::providers() {
+            Ok(list) if list.is_empty() => "libfabric providers: none".to_string(),
+            Ok(list) => format!("libfabric providers: {}", provider_domains(&list)),
+            Err(e) => format!("libfabric providers: {e}"),
+        };
+        let devices = match hvd_rdma::devices() {
+            Ok(list) if list.is_empty() => vec!["RDMA devices: none".to_string()],
+            Ok(list) => list
+                .iter()
+                .flat_map(|d| {
+                    let ports: Vec<String> =
+                        d.ports.iter().map(|p| format!("{}: {p}", d.name)).collect();
+                    ports
+                })
+                .map(|port| format!("RDMA device {port}"))
+                .collect(),
+            Err(e) => vec![e.to_string()],
+        };
+        let mut lines = vec![providers];
+        lines.extend(devices);
+        Some(lines)
+    }
+    #[cfg(not(feature = "rdma"))]
+    None
+}
+
+/// Provider names, each once, in libfabric's order.
+#[cfg(feature = "rdma")]
+fn provider_names(providers: &[hvd_rdma::Provider]) -> String {
+    let mut names: Vec<&str> = Vec::new();
+    for p in providers {
+        if !names.contains(&p.name.as_str()) {
+            names.push(&p.name);
+        }
+    }
+    names.join(", ")
+}
+
+/// Each provider once, with the domains (NICs, interfaces) it offers:
+/// `tcp;ofi_rxm (eth0, lo), shm`.
+#[cfg(feature = "rdma")]
+fn provider_domains(providers: &[hvd_rdma::Provider]) -> String {
+    let mut grouped: Vec<(&str, Vec<&str>)> = Vec::new();
+    for p in providers {
+        let at = match grouped.iter().position(|(name, _)| *name == p.name) {
+            Some(at) => at,
+            None => {
+                grouped.push((&p.name, Vec::new()));
+                grouped.len() - 1
+            }
+        };
+        let domains = &mut grouped[at].1;
+        if p.domain != p.name && !domains.contains(&p.domain.as_str()) {
+            domains.push(&p.domain);
+        }
+    }
+    let shown: Vec<String> = grouped
+        .into_iter()
+        .map(|(name, domains)| match domains.as_slice() {
+            [] => name.to_string(),
+            _ => format!("{name} ({})", domains.join(", ")),
+        })
+        .collect();
+    shown.join(", ")
 }

@@ -84,6 +84,9 @@ pub fn run() -> Result<(), String> {
         .set(&key("listen", world.rank), me.encode().as_bytes())
         .map_err(failed)?;
     let mut lines = String::new();
+    for line in hvd::transport::rdma_report().unwrap_or_default() {
+        let _ = writeln!(lines, "  rdma {:<20} {line}", me.host);
+    }
     let mut all_ok = true;
     for peer in (0..world.size).filter(|&p| p != world.rank) {
         let bytes = store.get(&key("listen", peer), WAIT).map_err(failed)?;
