@@ -1,5 +1,7 @@
 """Horovod's PyTorch API on hvd: ``import hvd.torch as hvd``."""
 
+import atexit
+
 from hvd import _hvd
 from hvd._hvd import (  # noqa: F401
     HorovodInternalError,
@@ -63,6 +65,8 @@ def init(process_sets=None):
 
 
 shutdown = _hvd.shutdown
+# Leave the job cleanly at exit, so the other ranks see a shutdown, not a lost rank.
+atexit.register(_hvd.shutdown)
 is_initialized = _hvd.is_initialized
 start_timeline = _hvd.start_timeline
 stop_timeline = _hvd.stop_timeline

@@ -78,8 +78,9 @@ def _check_inplace(tensor, what):
 def _host(tensor):
     """The host tensor hvd works on: the tensor itself, or a staged copy of a CUDA one."""
     if tensor.device.type == "cuda":
+        # The kernels that produced the tensor may still be running on its stream.
         torch.cuda.current_stream(tensor.device).synchronize()
-        return tensor.detach().to("cpu")
+        return tensor.detach().to("cpu", copy=True)
     return tensor.detach()
 
 
