@@ -91,3 +91,14 @@ def test_cuda_tensors_are_staged_through_the_host(monkeypatch):
     assert seen and seen[0] != tensor.data_ptr(), "the device pointer reached hvd"
     assert result is tensor
     assert torch.equal(torch.Tensor(tensor), torch.full((3,), 6.0))
+
+
+def test_scalars_empty_tensors_join_and_timeline(tmp_path):
+    assert torch.equal(hvd.allreduce(torch.tensor(3.0), name="scalar"), torch.tensor(3.0))
+    assert hvd.allgather(torch.empty(0, 3), name="empty.gather").shape == (0, 3)
+    assert hvd.allreduce(torch.empty(0), name="empty.reduce").shape == (0,)
+    hvd.start_timeline(str(tmp_path / "timeline.json"))
+    hvd.allreduce(torch.ones(2), name="traced")
+    hvd.stop_timeline()
+    assert (tmp_path / "timeline.json").exists()
+    assert hvd.join() == 0
