@@ -84,3 +84,20 @@ fn run(command: &mut Command) -> Result<(), String> {
         Err(format!("{command:?} failed ({status})"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_environment_is_named_with_the_command_that_makes_it() {
+        let venv = Path::new("/nonexistent/hvd-venv");
+        let why = ready(venv).unwrap_err();
+        assert!(why.contains("/nonexistent/hvd-venv"), "{why}");
+        assert_eq!(
+            install_hint(venv),
+            "python3 -m venv /nonexistent/hvd-venv && /nonexistent/hvd-venv/bin/pip install \
+             torch numpy maturin pytest"
+        );
+    }
+}
