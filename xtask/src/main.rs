@@ -4,7 +4,8 @@
 //!   and trains it on 2 local ranks.
 //! - `test-cluster`: builds and runs every test of the workspace, the multi-process ones
 //!   included, for every transport whose system library is present, and says which it
-//!   skipped and why (with the command that installs what is missing).
+//!   skipped and why (with the command that installs what is missing); then the Python
+//!   front's pytest jobs, when a virtual environment with torch is present.
 //! - `bench-peers`: hvd-bench next to Open MPI and Gloo, in one run, as speed-ups.
 //! - `bench-mpi`: hvd's MPI transport next to plain `MPI_Allreduce`, as overheads.
 //! - `fuzz`: every fuzz target of `fuzz/` for a few seconds each (CI), or longer.
@@ -13,6 +14,7 @@ mod backends;
 mod bench_mpi;
 mod bench_peers;
 mod fuzz;
+mod python;
 mod requirements;
 mod test_cluster;
 mod train;
@@ -27,7 +29,9 @@ commands:
       over shared memory: loss, test accuracy and throughput per epoch, and a checkpoint.
   test-cluster [-- <extra test-runner args>]
       Run every test, multi-process ones included, for every transport whose system
-      library is present; name the skipped ones and how to enable them.
+      library is present; name the skipped ones and how to enable them. Then build the
+      hvd wheel and run its pytest jobs in $HVD_VENV (default ~/.cache/hvd-venv), or
+      say how to create that environment.
   bench-peers [--np 2,4] [--sizes 4K,1M,256M] [--repeats 3] [--peers DIR]
       Run hvd-bench next to Open MPI (TCP and shared memory) and Gloo in one run and
       print the medians and hvd's speed-ups.

@@ -3,6 +3,7 @@
 use std::process::Command;
 
 use crate::backends::{self, Availability};
+use crate::python;
 use crate::requirements;
 use crate::workspace_root;
 
@@ -89,6 +90,7 @@ pub fn run(extra: &[String]) -> Result<(), String> {
     let status = cargo
         .status()
         .map_err(|e| format!("could not run cargo: {e}"))?;
+    let python = python_tests(&root);
 
     println!("test-cluster: transports tested: {}", ran.join(", "));
     for line in &skipped {
@@ -101,9 +103,40 @@ pub fn run(extra: &[String]) -> Result<(), String> {
     for line in tests {
         println!("test-cluster: skipped {line}");
     }
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("tests failed ({status})"))
+    if let Err(PythonTests::Skipped(line)) = &python {
+        println!("test-cluster: skipped {line}");
     }
+    match (status.success(), python) {
+        (true, Ok(()) | Err(PythonTests::Skipped(_))) => Ok(()),
+        (true, Err(PythonTests::Failed(e))) => Err(e),
+        (false, Err(PythonTests::Failed(e))) => Err(format!("tests failed ({status}); {e}")),
+        (false, _) => Err(format!("tests failed ({status})")),
+    }
+}
+
+enum PythonTests {
+    Skipped(String),
+    Failed(String),
+}
+
+/// The Python front's pytest jobs, when their environment is present. Under CI a missing
+/// environment is a failure, as for the system tools.
+fn python_tests(root: &std::path::Path) -> Result<(), PythonTests> {
+    let venv = python::venv();
+    if let Err(why) = python::ready(&venv) {
+        let line = format!(
+            "the Python front's tests (hvd-python): {why} (install: {})",
+            python::install_hint(&venv)
+        );
+        if std::env::var_os("CI").is_some() {
+            return Err(PythonTests::Failed(line));
+        }
+        println!("test-cluster: skipping {line}");
+        return Err(PythonTests::Skipped(line));
+    }
+    println!(
+        "test-cluster: the Python front's tests, in {}",
+        venv.display()
+    );
+    python::test(root, &venv).map_err(PythonTests::Failed)
 }

@@ -1,0 +1,158 @@
+//! The collectives, on tensors Python describes by pointer: (data pointer, byte length,
+//! dtype name, shape). Python checks contiguity and device and holds the tensor; this
+//! side checks that the description is self-consistent before touching the memory.
+
+use std::str::FromStr;
+
+use hvd::{DType, ReduceOp, Reduction};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+use crate::errors::to_py;
+use crate::handle::{Pending, PyHandle};
+use crate::job;
+use crate::memory::TensorMemory;
+
+/// A host tensor described by Python: (data pointer, byte length, dtype name, shape,
+/// the tensor itself, held until the operation completes).
+#[derive(FromPyObject)]
+pub struct TensorArg(usize, usize, String, Vec<usize>, Py<PyAny>);
+
+impl TensorArg {
+    fn memory(self, op: &str) -> PyResult<TensorMemory> {
+        let TensorArg(ptr, nbytes, dtype_name, shape, owner) = self;
+        let dtype = DType::from_str(&dtype_name).map_err(|_| {
+            PyValueError::new_err(format!(
+                "{op}: hvd cannot move tensors of dtype {}; it supports uint8, int8, uint16, \
+                 int16, int32, int64, float16, bfloat16, float32, float64 and bool",
+                dtype_name
+            ))
+        })?;
+        let elements = shape
+            .iter()
+            .try_fold(1usize, |n, d| n.checked_mul(*d))
+            .and_then(|n| n.checked_mul(dtype.size()));
+        if elements != Some(nbytes) {
+            return Err(PyValueError::new_err(format!(
+                "{op}: a {dtype} tensor of shape {:?} cannot span {} bytes",
+                shape, nbytes
+            )));
+        }
+        // SAFETY: the Python front passes the data pointer and byte length of a
+        // contiguous host tensor (checked there) that `owner` keeps alive, and does not
+        // touch the tensor until the handle is waited on.
+        Ok(unsafe { TensorMemory::foreign(ptr, nbytes, dtype, shape, owner) })
+    }
+}
+
+fn reduce_op(name: &str) -> PyResult<ReduceOp> {
+    match name {
+        "sum" => Ok(ReduceOp::Sum),
+        "average" => Ok(ReduceOp::Average),
+        "min" => Ok(ReduceOp::Min),
+        "max" => Ok(ReduceOp::Max),
+        "product" => Ok(ReduceOp::Product),
+        other => Err(PyValueError::new_err(format!(
+            "unknown reduce op {other:?}: expected sum, average, min, max or product"
+        ))),
+    }
+}
+
+/// Starts an in-place allreduce of `tensor`.
+#[pyfunction]
+#[pyo3(signature = (name, tensor, op, prescale = 1.0, postscale = 1.0, process_set = 0))]
+pub fn allreduce_async(
+    name: &str,
+    tensor: TensorArg,
+    op: &str,
+    prescale: f64,
+    postscale: f64,
+    process_set: usize,
+) -> PyResult<PyHandle> {
+    let reduction = Reduction {
+        op: reduce_op(op)?,
+        prescale,
+        postscale,
+    };
+    let memory = tensor.memory("allreduce")?;
+    let handle = job::process_set(process_set)?
+        .allreduce_with_async(name, memory, reduction)
+        .map_err(to_py)?;
+    Ok(PyHandle::new(Pending::InPlace(handle)))
+}
+
+/// Starts an in-place broadcast of `root`'s tensor (a rank of the set).
+#[pyfunction]
+#[pyo3(signature = (name, tensor, root, process_set = 0))]
+pub fn broadcast_async(
+    name: &str,
+    tensor: TensorArg,
+    root: usize,
+    process_set: usize,
+) -> PyResult<PyHandle> {
+    let memory = tensor.memory("broadcast")?;
+    let handle = job::process_set(process_set)?
+        .broadcast_async(name, memory, root)
+        .map_err(to_py)?;
+    Ok(PyHandle::new(Pending::InPlace(handle)))
+}
+
+/// Starts an allgather along the first dim; the result is new memory.
+#[pyfunction]
+#[pyo3(signature = (name, tensor, process_set = 0))]
+pub fn allgather_async(name: &str, tensor: TensorArg, process_set: usize) -> PyResult<PyHandle> {
+    let memory = tensor.memory("allgather")?;
+    let handle = job::process_set(process_set)?
+        .allgather_async(name, memory)
+        .map_err(to_py)?;
+    Ok(PyHandle::new(Pending::Resized(handle)))
+}
+
+/// Starts an alltoall: `splits[r]` rows of the first dim go to rank `r`.
+#[pyfunction]
+#[pyo3(signature = (name, tensor, splits, process_set = 0))]
+pub fn alltoall_async(
+    name: &str,
+    tensor: TensorArg,
+    splits: Vec<usize>,
+    process_set: usize,
+) -> PyResult<PyHandle> {
+    let memory = tensor.memory("alltoall")?;
+    let handle = job::process_set(process_set)?
+        .alltoall_async(name, memory, &splits)
+        .map_err(to_py)?;
+    Ok(PyHandle::new(Pending::Split(handle)))
+}
+
+/// Starts a reducescatter: this rank's share of the reduction, as new memory.
+#[pyfunction]
+#[pyo3(signature = (name, tensor, op, process_set = 0))]
+pub fn reducescatter_async(
+    name: &str,
+    tensor: TensorArg,
+    op: &str,
+    process_set: usize,
+) -> PyResult<PyHandle> {
+    let op = reduce_op(op)?;
+    let memory = tensor.memory("reducescatter")?;
+    let handle = job::process_set(process_set)?
+        .reducescatter_async(name, memory, op)
+        .map_err(to_py)?;
+    Ok(PyHandle::new(Pending::Resized(handle)))
+}
+
+/// Returns once every member of the set has reached the barrier.
+#[pyfunction]
+#[pyo3(signature = (process_set = 0))]
+pub fn barrier(py: Python<'_>, process_set: usize) -> PyResult<()> {
+    let set = job::process_set(process_set)?;
+    py.detach(|| set.barrier()).map_err(to_py)
+}
+
+/// This rank has no more data; returns the last rank to join.
+#[pyfunction]
+#[pyo3(signature = (process_set = 0))]
+pub fn join(py: Python<'_>, process_set: usize) -> PyResult<usize> {
+    let set = job::process_set(process_set)?;
+    py.detach(|| set.join()).map_err(to_py)
+}

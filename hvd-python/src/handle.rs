@@ -1,0 +1,87 @@
+//! The handle Python waits on: `wait()` releases the GIL, so other Python threads (and
+//! the autograd engine producing the next gradients) run meanwhile.
+
+use std::sync::{Mutex, PoisonError};
+
+use hvd::{Buffer, Handle};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyByteArray;
+
+use crate::errors::to_py;
+use crate::memory::TensorMemory;
+
+/// What an operation gives back once it is done.
+pub(crate) enum Pending {
+    /// The result was written into the caller's tensor (allreduce, broadcast).
+    InPlace(Handle<TensorMemory>),
+    /// The result is new memory of another shape (allgather, reducescatter).
+    Resized(Handle<TensorMemory>),
+    /// Alltoall: new memory and the rows received from each rank.
+    Split(Handle<(TensorMemory, Vec<usize>)>),
+}
+
+/// An operation in flight. Waiting twice is an error; dropping it unwaited is safe (the
+/// runtime keeps the tensor alive until the operation completes).
+#[pyclass(module = "hvd._hvd", name = "Handle")]
+pub(crate) struct PyHandle {
+    pending: Mutex<Option<Pending>>,
+}
+
+impl PyHandle {
+    pub fn new(pending: Pending) -> Self {
+        PyHandle {
+            pending: Mutex::new(Some(pending)),
+        }
+    }
+}
+
+/// New memory as Python sees it: (bytearray of the elements, shape).
+type Resized = (Py<PyByteArray>, Vec<usize>);
+
+fn resized(py: Python<'_>, memory: &TensorMemory) -> Resized {
+    (
+        PyByteArray::new(py, memory.bytes()).unbind(),
+        memory.dims().to_vec(),
+    )
+}
+
+#[pymethods]
+impl PyHandle {
+    /// Whether the operation has completed.
+    fn poll(&self) -> bool {
+        let pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        match pending.as_ref() {
+            Some(Pending::InPlace(h) | Pending::Resized(h)) => h.poll(),
+            Some(Pending::Split(h)) => h.poll(),
+            None => true,
+        }
+    }
+
+    /// Waits for the operation. In-place operations return None; allgather and
+    /// reducescatter return (bytearray, shape); alltoall (bytearray, shape, received
+    /// rows per rank).
+    fn wait(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let pending = self
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+            .ok_or_else(|| PyValueError::new_err("this handle was already waited on"))?;
+        match pending {
+            Pending::InPlace(h) => {
+                py.detach(|| h.wait()).map_err(to_py)?;
+                Ok(py.None())
+            }
+            Pending::Resized(h) => {
+                let memory = py.detach(|| h.wait()).map_err(to_py)?;
+                Ok(resized(py, &memory).into_pyobject(py)?.into_any().unbind())
+            }
+            Pending::Split(h) => {
+                let (memory, rows) = py.detach(|| h.wait()).map_err(to_py)?;
+                let (bytes, shape) = resized(py, &memory);
+                Ok((bytes, shape, rows).into_pyobject(py)?.into_any().unbind())
+            }
+        }
+    }
+}

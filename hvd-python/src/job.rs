@@ -1,0 +1,105 @@
+//! The one hvd job of this Python process: started by `init`, ended by `shutdown`.
+
+use std::sync::{PoisonError, RwLock};
+
+use hvd::{Hvd, ProcessSet};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+use crate::errors::to_py;
+
+static JOB: RwLock<Option<Hvd>> = RwLock::new(None);
+
+/// The running job, or the error Horovod gives before `init`.
+pub fn current() -> PyResult<Hvd> {
+    JOB.read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone()
+        .ok_or_else(|| PyValueError::new_err("hvd has not been initialized; use hvd.init()."))
+}
+
+/// The process set with this id (0: every rank).
+pub fn process_set(id: usize) -> PyResult<ProcessSet> {
+    current()?.process_set(id).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "process set {id} does not exist (removed, or never added with add_process_set)"
+        ))
+    })
+}
+
+/// Joins the job the launcher started (a job of one rank without one); a second call is
+/// a no-op, as in Horovod. `process_sets` are created at start, ids 1, 2, ... in order.
+#[pyfunction]
+#[pyo3(signature = (process_sets = Vec::new()))]
+pub fn init(py: Python<'_>, process_sets: Vec<Vec<usize>>) -> PyResult<()> {
+    let mut job = JOB.write().unwrap_or_else(PoisonError::into_inner);
+    if job.is_none() {
+        let hvd = py
+            .detach(|| Hvd::builder().process_sets(process_sets).build())
+            .map_err(to_py)?;
+        *job = Some(hvd);
+    }
+    Ok(())
+}
+
+/// Leaves the job; the other ranks' pending and later collectives fail naming this rank.
+#[pyfunction]
+pub fn shutdown(py: Python<'_>) {
+    let job = JOB.write().unwrap_or_else(PoisonError::into_inner).take();
+    if let Some(hvd) = job {
+        py.detach(|| hvd.shutdown());
+    }
+}
+
+#[pyfunction]
+pub fn is_initialized() -> bool {
+    JOB.read().unwrap_or_else(PoisonError::into_inner).is_some()
+}
+
+/// The job's topology as (rank, size, local_rank, local_size, cross_rank, cross_size).
+#[pyfunction]
+pub fn topology() -> PyResult<(usize, usize, usize, usize, usize, usize)> {
+    let hvd = current()?;
+    Ok((
+        hvd.rank(),
+        hvd.size(),
+        hvd.local_rank(),
+        hvd.local_size(),
+        hvd.cross_rank(),
+        hvd.cross_size(),
+    ))
+}
+
+/// Creates a process set of these global ranks (every rank must call it); returns its id.
+#[pyfunction]
+pub fn add_process_set(py: Python<'_>, ranks: Vec<usize>) -> PyResult<usize> {
+    let hvd = current()?;
+    let set = py.detach(|| hvd.add_process_set(&ranks)).map_err(to_py)?;
+    Ok(set.id())
+}
+
+/// Removes a process set (every rank must call it).
+#[pyfunction]
+pub fn remove_process_set(py: Python<'_>, id: usize) -> PyResult<()> {
+    let hvd = current()?;
+    let set = process_set(id)?;
+    py.detach(|| hvd.remove_process_set(&set)).map_err(to_py)
+}
+
+/// The global ranks of a process set's members, in the set's rank order.
+#[pyfunction]
+pub fn process_set_ranks(id: usize) -> PyResult<Vec<usize>> {
+    Ok(process_set(id)?.ranks().to_vec())
+}
+
+/// Starts recording the Timeline to `path` (written by rank 0).
+#[pyfunction]
+pub fn start_timeline(path: std::path::PathBuf) -> PyResult<()> {
+    current()?.start_timeline(path).map_err(to_py)
+}
+
+#[pyfunction]
+pub fn stop_timeline() -> PyResult<()> {
+    current()?.stop_timeline();
+    Ok(())
+}

@@ -1,0 +1,44 @@
+//! `hvd._hvd`: the native half of hvd's Python front. Tensors arrive as pointers into
+//! their own memory and go through hvd's runtime without a copy; the Python package
+//! (`hvd.torch`) holds what must be Python. No framework library is linked.
+
+mod collectives;
+mod errors;
+mod handle;
+mod job;
+mod memory;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _hvd(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add(
+        "HorovodInternalError",
+        py.get_type::<errors::HorovodInternalError>(),
+    )?;
+    m.add("MismatchError", py.get_type::<errors::MismatchError>())?;
+    m.add("RankLostError", py.get_type::<errors::RankLostError>())?;
+    m.add(
+        "HorovodTimeoutError",
+        py.get_type::<errors::HorovodTimeoutError>(),
+    )?;
+    m.add_class::<handle::PyHandle>()?;
+    m.add_function(wrap_pyfunction!(job::init, m)?)?;
+    m.add_function(wrap_pyfunction!(job::shutdown, m)?)?;
+    m.add_function(wrap_pyfunction!(job::is_initialized, m)?)?;
+    m.add_function(wrap_pyfunction!(job::topology, m)?)?;
+    m.add_function(wrap_pyfunction!(job::add_process_set, m)?)?;
+    m.add_function(wrap_pyfunction!(job::remove_process_set, m)?)?;
+    m.add_function(wrap_pyfunction!(job::process_set_ranks, m)?)?;
+    m.add_function(wrap_pyfunction!(job::start_timeline, m)?)?;
+    m.add_function(wrap_pyfunction!(job::stop_timeline, m)?)?;
+    m.add_function(wrap_pyfunction!(collectives::allreduce_async, m)?)?;
+    m.add_function(wrap_pyfunction!(collectives::broadcast_async, m)?)?;
+    m.add_function(wrap_pyfunction!(collectives::allgather_async, m)?)?;
+    m.add_function(wrap_pyfunction!(collectives::alltoall_async, m)?)?;
+    m.add_function(wrap_pyfunction!(collectives::reducescatter_async, m)?)?;
+    m.add_function(wrap_pyfunction!(collectives::barrier, m)?)?;
+    m.add_function(wrap_pyfunction!(collectives::join, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,104 @@
+"""Bad arguments give clear Python errors, not crashes (a job of one rank)."""
+
+import pytest
+import torch
+
+import hvd.torch as hvd
+
+
+@pytest.fixture(scope="module", autouse=True)
+def job():
+    hvd.init()
+    yield
+
+
+def test_one_rank_job_without_a_launcher():
+    assert (hvd.rank(), hvd.size(), hvd.local_rank(), hvd.local_size()) == (0, 1, 0, 1)
+    assert hvd.is_initialized()
+
+
+def test_non_contiguous_tensor_is_refused_in_place_and_copied_otherwise():
+    t = torch.arange(12.0).reshape(3, 4).t()
+    with pytest.raises(ValueError, match="not contiguous"):
+        hvd.allreduce_(t, name="noncontig")
+    assert torch.equal(hvd.allreduce(t, name="noncontig.copy"), t)
+    assert torch.equal(hvd.allgather(t, name="noncontig.gather"), t)
+
+
+def test_unsupported_dtype_is_a_type_error():
+    with pytest.raises(TypeError, match="does not support dtype torch.complex64"):
+        hvd.allreduce(torch.ones(3, dtype=torch.complex64), name="complex")
+
+
+def test_wrong_device_is_refused():
+    with pytest.raises(ValueError, match="device meta"):
+        hvd.allreduce(torch.ones(3, device="meta"), name="meta")
+
+
+def test_not_a_tensor_is_a_type_error():
+    with pytest.raises(TypeError, match="expected a torch.Tensor"):
+        hvd.allreduce([1.0, 2.0], name="list")
+
+
+def test_adasum_and_unknown_ops_are_refused():
+    with pytest.raises(ValueError, match="Adasum is not supported"):
+        hvd.allreduce(torch.ones(2), op=hvd.Adasum)
+    with pytest.raises(ValueError, match="op must be one of"):
+        hvd.allreduce(torch.ones(2), op="sum")
+
+
+def test_runtime_refusals_carry_hvds_message():
+    with pytest.raises(ValueError, match="root"):
+        hvd.broadcast(torch.ones(2), root_rank=5, name="badroot")
+    with pytest.raises(ValueError, match="splits"):
+        hvd.alltoall(torch.ones(4), splits=[3], name="badsplits")
+
+
+def test_waiting_twice_is_an_error():
+    handle = hvd.allreduce_async_(torch.ones(2), name="twice")
+    handle._native.wait()
+    with pytest.raises(ValueError, match="already waited"):
+        handle._native.wait()
+
+
+def test_unregistered_process_set_is_named():
+    with pytest.raises(ValueError, match="not registered"):
+        hvd.allreduce(torch.ones(2), process_set=hvd.ProcessSet([0]))
+
+
+def test_cuda_tensors_are_staged_through_the_host(monkeypatch):
+    """Without a GPU, a CPU tensor that reports a CUDA device walks the staging path: the
+    stream is synchronised, a host copy is reduced, and the result is copied back."""
+    synced = []
+
+    class Stream:
+        def synchronize(self):
+            synced.append(True)
+
+    class PosingAsCuda(torch.Tensor):
+        @property
+        def device(self):
+            return torch.device("cuda", 0)
+
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: Stream())
+    tensor = torch.full((3,), 2.0).as_subclass(PosingAsCuda)
+    seen = []
+    native = hvd._hvd.allreduce_async
+    monkeypatch.setattr(hvd._hvd, "allreduce_async",
+                        lambda name, desc, *rest: seen.append(desc[0]) or native(name, desc, *rest))
+    result = hvd.allreduce_(tensor, op=hvd.Sum, prescale_factor=3.0, name="staged")
+    assert synced, "the current stream was not synchronised"
+    assert seen and seen[0] != tensor.data_ptr(), "the device pointer reached hvd"
+    assert result is tensor
+    assert torch.equal(torch.Tensor(tensor), torch.full((3,), 6.0))
+
+
+def test_scalars_empty_tensors_join_and_timeline(tmp_path):
+    assert torch.equal(hvd.allreduce(torch.tensor(3.0), name="scalar"), torch.tensor(3.0))
+    assert hvd.allgather(torch.empty(0, 3), name="empty.gather").shape == (0, 3)
+    assert hvd.allreduce(torch.empty(0), name="empty.reduce").shape == (0,)
+    hvd.start_timeline(str(tmp_path / "timeline.json"))
+    hvd.allreduce(torch.ones(2), name="traced")
+    hvd.stop_timeline()
+    assert (tmp_path / "timeline.json").exists()
+    assert hvd.join() == 0

@@ -1,0 +1,103 @@
+//! The Python front's tests: build the hvd wheel, install it into a virtual environment
+//! outside the source tree, and run its pytest jobs (each under hvdrun).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// What to install into a fresh environment for the Python tests.
+const PACKAGES: &str = "torch numpy maturin pytest";
+
+/// The virtual environment: `HVD_VENV`, else `~/.cache/hvd-venv`.
+pub fn venv() -> PathBuf {
+    if let Some(dir) = std::env::var_os("HVD_VENV") {
+        return PathBuf::from(dir);
+    }
+    let home = std::env::var_os("HOME").unwrap_or_else(|| "/root".into());
+    Path::new(&home).join(".cache/hvd-venv")
+}
+
+/// How to make the environment the tests need.
+pub fn install_hint(venv: &Path) -> String {
+    let v = venv.display();
+    format!("python3 -m venv {v} && {v}/bin/pip install {PACKAGES}")
+}
+
+/// Whether the environment has what the tests need; the reason when it does not.
+pub fn ready(venv: &Path) -> Result<(), String> {
+    let python = venv.join("bin/python");
+    let works = Command::new(&python)
+        .args(["-c", "import torch, maturin, pytest"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if works {
+        Ok(())
+    } else {
+        Err(format!(
+            "no virtual environment with torch, maturin and pytest at {}",
+            venv.display()
+        ))
+    }
+}
+
+/// Builds and installs the wheel, then runs pytest; an empty collection is a failure.
+pub fn test(root: &Path, venv: &Path) -> Result<(), String> {
+    let bin = venv.join("bin");
+    let path = std::env::join_paths(std::iter::once(bin.clone()).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .map_err(|e| format!("PATH: {e}"))?;
+    let wheels = root.join("target/hvd-wheel");
+    // One wheel in the folder, so the install below cannot pick a stale one.
+    let _ = std::fs::remove_dir_all(&wheels);
+    run(Command::new(root.join("hvd-python/build-wheel"))
+        .arg("--out")
+        .arg(&wheels)
+        .env("PATH", &path))?;
+    let wheel = std::fs::read_dir(&wheels)
+        .map_err(|e| format!("{}: {e}", wheels.display()))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|e| e == "whl"))
+        .ok_or_else(|| format!("maturin left no wheel in {}", wheels.display()))?;
+    run(Command::new(bin.join("pip"))
+        .args(["install", "--quiet", "--force-reinstall", "--no-deps"])
+        .arg(&wheel))?;
+    let status = Command::new(bin.join("python"))
+        .args(["-m", "pytest", "-q", "hvd-python/tests"])
+        .current_dir(root)
+        .env("PATH", &path)
+        .status()
+        .map_err(|e| format!("could not run pytest: {e}"))?;
+    match status.code() {
+        Some(0) => Ok(()),
+        Some(5) => Err("pytest collected no tests in hvd-python/tests".into()),
+        _ => Err(format!("the Python tests failed ({status})")),
+    }
+}
+
+fn run(command: &mut Command) -> Result<(), String> {
+    let status = command
+        .status()
+        .map_err(|e| format!("could not run {command:?}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{command:?} failed ({status})"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_environment_is_named_with_the_command_that_makes_it() {
+        let venv = Path::new("/nonexistent/hvd-venv");
+        let why = ready(venv).unwrap_err();
+        assert!(why.contains("/nonexistent/hvd-venv"), "{why}");
+        assert_eq!(
+            install_hint(venv),
+            "python3 -m venv /nonexistent/hvd-venv && /nonexistent/hvd-venv/bin/pip install \
+             torch numpy maturin pytest"
+        );
+    }
+}
