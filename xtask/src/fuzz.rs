@@ -58,9 +58,20 @@ pub fn run(args: &[String]) -> Result<(), String> {
             Some(runs) => format!("-runs={runs}"),
             None => format!("-max_total_time={}", options.seconds),
         };
+        // libFuzzer adds what it finds to the first corpus: a campaign (--runs) grows the
+        // kept one; a short run reads it and writes to a scratch directory.
+        let mut corpora = vec![format!("corpus/{target}")];
+        if options.runs.is_none() {
+            let scratch = format!("target/new-corpus/{target}");
+            std::fs::create_dir_all(dir.join(&scratch))
+                .map_err(|e| format!("creating fuzz/{scratch}: {e}"))?;
+            corpora.insert(0, scratch);
+        }
         println!("fuzz: {target} ({limit})");
         let status = Command::new("cargo")
-            .args(["fuzz", "run", "-s", "none", "--release", target, "--"])
+            .args(["fuzz", "run", "-s", "none", "--release", target])
+            .args(&corpora)
+            .arg("--")
             .args([
                 limit.as_str(),
                 "-use_value_profile=1",
