@@ -83,6 +83,72 @@ fn rank_body() {
     );
 }
 
+#[test]
+#[ignore = "one rank of the cross-host conformance job launched by the test below"]
+fn conformance_rank() {
+    let world = hvd::World::from_env().unwrap();
+    let backend = hvd::Backend::from_env().unwrap();
+    let group = hvd::transport::connect(backend, &world).unwrap();
+    let options = hvd::core::conformance::Options::quick();
+    match hvd::core::conformance::run_rank(group.as_ref(), &options) {
+        Ok(report) => println!(
+            "\nCONFORMANCE {} passed {} checks via {}",
+            report.rank,
+            report.passed.len(),
+            group.backend()
+        ),
+        Err(failure) => panic!("FAILED {failure}"),
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(all(hvd_have_sshd, hvd_have_netns)),
+    ignore = "needs root, iproute2 and sshd: run as root; apt-get install iproute2 openssh-server"
+)]
+fn the_conformance_suite_passes_across_hosts_through_hierarchical_allreduce() {
+    let host = NetnsHost::start(2);
+    let sshd = host.sshd.as_ref().expect("sshd in the namespace");
+    let interfaces = format!("{},{}", host.here_iface, host.there_iface);
+    // 2 + 2 ranks (one cross group per local rank), then 1 + 2 (leaders).
+    for (hosts, np) in [
+        (format!("localhost:2,{}:2", host.there), 4),
+        (format!("localhost:1,{}:2", host.there), 3),
+    ] {
+        let np_text = np.to_string();
+        let mut args = vec![
+            "-np",
+            &np_text,
+            "-H",
+            &hosts,
+            "--network-interface",
+            &interfaces,
+            "--",
+        ];
+        let command = [
+            std::env::current_exe().unwrap().display().to_string(),
+            "conformance_rank".into(),
+            "--exact".into(),
+            "--ignored".into(),
+            "--nocapture".into(),
+            "--test-threads=1".into(),
+        ];
+        args.extend(command.iter().map(String::as_str));
+        let out = run(&mut hvdrun(sshd, &args));
+        assert!(out.status.success(), "{hosts}: {}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        let passed: Vec<&str> = stdout
+            .lines()
+            .filter_map(|l| l.split_once("CONFORMANCE ").map(|(_, rest)| rest))
+            .collect();
+        assert_eq!(passed.len(), np, "{hosts}: {stdout}");
+        assert!(
+            passed.iter().all(|l| l.ends_with("via hierarchical")),
+            "{passed:?}"
+        );
+    }
+}
+
 fn rank_lines(out: &Output) -> Vec<String> {
     let mut lines: Vec<String> = text(&out.stdout)
         .lines()

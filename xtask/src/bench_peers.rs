@@ -5,7 +5,8 @@
 //! (the peer benchmark in the peers directory), and torch.distributed's Gloo when PyTorch
 //! is installed; then allgather, broadcast and alltoall against Open MPI over TCP. It
 //! prints each median and hvd's speed-up (the peer's time over hvd's). Missing peers are
-//! skipped with the command that installs them.
+//! skipped with the command that installs them. With libfabric installed, a second
+//! table puts hvd's RDMA transport beside them ([`crate::bench_fabric`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -222,7 +223,7 @@ pub(crate) fn fmt_us(us: Option<f64>) -> String {
     )
 }
 
-fn speedup(peer: Option<f64>, hvd: Option<f64>) -> String {
+pub(crate) fn speedup(peer: Option<f64>, hvd: Option<f64>) -> String {
     match (peer, hvd) {
         (Some(p), Some(h)) => format!("{:.2}x", p / h),
         _ => "-".into(),
@@ -232,10 +233,17 @@ fn speedup(peer: Option<f64>, hvd: Option<f64>) -> String {
 pub fn run(args: &[String]) -> Result<(), String> {
     let o = options(args)?;
     let root = workspace_root();
-    let status = Command::new("cargo")
-        .args(["build", "--release", "--bin", "hvd-bench"])
-        .current_dir(&root)
-        .status();
+    let fabric = crate::bench_fabric::available();
+    let mut build = Command::new("cargo");
+    build.args(["build", "--release", "--bin", "hvd-bench"]);
+    if fabric {
+        build.args(["--features", "hvd/rdma"]);
+    } else {
+        println!(
+            "bench-peers: skipping libfabric (install: apt-get install libfabric-dev libfabric-bin)"
+        );
+    }
+    let status = build.current_dir(&root).status();
     if !status.is_ok_and(|s| s.success()) {
         return Err("building hvd-bench failed".into());
     }
@@ -328,6 +336,16 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 fmt_us(m(&gloo)),
                 speedup(m(&gloo), h)
             );
+        }
+        if fabric {
+            crate::bench_fabric::table(
+                &bench,
+                np,
+                &o.sizes,
+                o.repeats,
+                peers.allreduce.as_deref().filter(|_| peers.mpirun),
+                (&hvd, &hvd_shm),
+            )?;
         }
         let big = 64usize << 20;
         println!(

@@ -11,6 +11,7 @@
 //! - `fuzz`: every fuzz target of `fuzz/` for a few seconds each (CI), or longer.
 
 mod backends;
+mod bench_fabric;
 mod bench_mpi;
 mod bench_peers;
 mod fuzz;
