@@ -56,7 +56,8 @@ pub(crate) fn verdict(seen: &[Seen], first: usize) -> Verdict {
         .rev()
         .max_by_key(|(_, by)| by.len())
         .map(|(rank, _)| *rank);
-    let on_its_own = |r: &usize| seen[*r].failed && seen[*r].lost.is_none();
+    // A report that names no rank of the job is no report.
+    let on_its_own = |r: &usize| seen[*r].failed && seen[*r].lost.is_none_or(|l| l >= seen.len());
     let root = most_accused
         .or_else(|| (0..seen.len()).find(|r| seen[*r].killed_by_signal))
         .or_else(|| Some(first).filter(on_its_own))
@@ -145,8 +146,15 @@ mod tests {
 
     #[test]
     fn reports_that_make_a_cycle_or_name_no_rank_do_not_loop() {
+        // 0 and 1 name each other, which accuses no one; 2 names a rank the job does not
+        // have, which counts as no report: 2 failed on its own.
         let seen = [failed(Some(1)), failed(Some(0)), failed(Some(7))];
-        let verdict = verdict(&seen, 2);
-        assert!(verdict.root < 3);
+        assert_eq!(
+            verdict(&seen, 0),
+            Verdict {
+                root: 2,
+                lost_by: vec![]
+            }
+        );
     }
 }
