@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use hvd_core::{Collective, DType, Error, ReduceOp, Reduction, Result, TensorMut, allgather_bytes};
 
@@ -154,9 +154,12 @@ impl Engine {
             let (submissions, shutdown) = self.queue.take(self.config.cycle_time);
             submissions.into_iter().for_each(|s| self.accept(s));
             self.leaving |= shutdown;
-            let next = self
-                .cycle()
-                .unwrap_or_else(|e| Next::Stop(while_negotiating(e, &self.waiting())));
+            let next = self.cycle().unwrap_or_else(|e| {
+                // Tensors submitted while the failed round was blocked were waiting too.
+                let (late, _) = self.queue.take(Duration::ZERO);
+                late.into_iter().for_each(|s| self.accept(s));
+                Next::Stop(while_negotiating(e, &self.waiting()))
+            });
             if let Next::Stop(reason) = next {
                 self.stop(reason);
                 return;
