@@ -16,7 +16,7 @@ use crate::{Device, Error, Reduction, Result, Tensor, TensorMut, Topology};
 /// on one instance are meant to come from one thread at a time; a transport may serialise
 /// concurrent calls with a lock.
 ///
-/// Every wait inside an implementation has a timeout and ends in an [`Error`](crate::Error)
+/// Every wait inside an implementation has a timeout and ends in an [`Error`]
 /// that names the rank, the tensor and the operation; a dead peer is an error, not a hang.
 /// Prove an implementation with [`conformance`](crate::conformance) (feature
 /// `conformance`).
@@ -52,7 +52,7 @@ pub trait Collective: Send + Sync {
     /// Concatenates every rank's `input` into `output`, in rank order.
     ///
     /// `counts[r]` is the number of elements rank `r` contributes (it may be zero);
-    /// `output` holds exactly their sum. [`gather_counts`](crate::gather_counts) finds the
+    /// `output` holds exactly their sum. [`gather_counts`] finds the
     /// counts when only the local one is known.
     fn allgather(
         &self,

@@ -13,9 +13,11 @@
 //! - [`Store`]: rendezvous key-value storage, with in-memory and shared-directory
 //!   implementations;
 //! - [`Error`]: the one error type;
+//! - [`env`](mod@env): `HVD_*` variables, with Horovod's `HOROVOD_*` names as aliases, read the
+//!   same way by every crate; [`rng`]: the seeded generator every rank draws alike;
 //! - [`schedule`]: the collective algorithms (ring, recursive doubling, pairwise exchange,
 //!   trees, barrier) as sans-IO state machines that any transport's I/O engine can drive;
-//! - [`reference`]: an in-process transport (ranks as threads), simple and obviously
+//! - [`reference`](mod@reference): an in-process transport (ranks as threads), simple and obviously
 //!   correct, for testing middleware and runtimes without sockets;
 //! - `conformance` (feature `conformance`): the public suite every `Collective` must pass.
 //!
@@ -56,13 +58,16 @@ pub mod collective;
 pub mod conformance;
 pub mod device;
 pub mod dtype;
+pub mod env;
 pub mod error;
 pub mod kernels;
 pub mod net;
 pub mod op;
 pub mod reference;
+pub mod rng;
 pub mod schedule;
 pub mod store;
+pub mod summary;
 pub mod tensor;
 pub mod topology;
 pub mod trace;

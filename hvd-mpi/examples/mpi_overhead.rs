@@ -66,9 +66,8 @@ struct Medians {
     paired: f64,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+fn median(values: impl Iterator<Item = f64>) -> f64 {
+    hvd_core::summary::median(&values.collect::<Vec<_>>()).unwrap_or(f64::NAN)
 }
 
 fn measure(group: &MpiCollective, count: usize, iters: usize) -> Result<Medians> {
@@ -107,8 +106,8 @@ fn measure(group: &MpiCollective, count: usize, iters: usize) -> Result<Medians>
     )?;
     let pairs = times.chunks_exact(2);
     Ok(Medians {
-        raw: median(pairs.clone().map(|p| p[0]).collect()),
-        hvd: median(pairs.clone().map(|p| p[1]).collect()),
-        paired: median(pairs.map(|p| p[1] / p[0]).collect()),
+        raw: median(pairs.clone().map(|p| p[0])),
+        hvd: median(pairs.clone().map(|p| p[1])),
+        paired: median(pairs.map(|p| p[1] / p[0])),
     })
 }

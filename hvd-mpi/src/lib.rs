@@ -1,9 +1,9 @@
 //! # hvd-mpi: collectives over MPI, for jobs started by `mpirun`
 //!
-//! [`MpiCollective`] implements [`hvd_core::Collective`] (backend name `"mpi"`) over the
-//! system's MPI (Open MPI or MPICH), so that an hvd program started by plain `mpirun`,
-//! Slurm's `srun` or Kubernetes' MPI Operator uses MPI for both its control plane and its
-//! data. Host memory only.
+//! `MpiCollective` (feature `mpi`) implements [`hvd_core::Collective`] (backend name
+//! `"mpi"`) over the system's MPI (Open MPI or MPICH), so that an hvd program started by
+//! plain `mpirun`, Slurm's `srun` or Kubernetes' MPI Operator uses MPI for both its
+//! control plane and its data. Host memory only.
 //!
 //! This crate is empty unless its `mpi` feature is on (the `hvd` facade's `mpi` feature
 //! turns it on), so that the workspace builds on machines without MPI. With the feature,

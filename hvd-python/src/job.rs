@@ -35,7 +35,7 @@ pub fn init(py: Python<'_>, process_sets: Vec<Vec<usize>>) -> PyResult<()> {
     let mut job = JOB.write().unwrap_or_else(PoisonError::into_inner);
     if job.is_none() {
         let hvd = py
-            .detach(|| Hvd::builder().process_sets(process_sets).build())
+            .detach(|| hvd::Builder::new().process_sets(process_sets).build())
             .map_err(to_py)?;
         *job = Some(hvd);
     }

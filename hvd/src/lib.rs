@@ -18,53 +18,49 @@
 //! ```
 //!
 //! What is here:
-//! - the runtime ([`init`], [`Hvd`], [`ProcessSet`]): named asynchronous collectives
-//!   negotiated by a background thread per process set, so ranks may submit in any
-//!   order; a response cache; Tensor Fusion; the stall inspector; join; process sets;
-//!   the Timeline; autotuning; configuration from `HVD_*` / `HOROVOD_*` variables
-//!   ([`Config`]);
+//! - [`init`] and [`Builder`]: the transport chosen and connected from the job's
+//!   environment, and the runtime started over it;
+//! - the runtime ([`Hvd`], [`ProcessSet`], from [`hvd_runtime`], re-exported as
+//!   [`runtime`]): named asynchronous collectives negotiated by a background thread per
+//!   process set, so ranks may submit in any order; a response cache; Tensor Fusion; the
+//!   stall inspector; join; process sets; the Timeline; autotuning; configuration from
+//!   `HVD_*` / `HOROVOD_*` variables ([`Config`], read by [`env`](mod@env));
 //! - the whole contract of [`hvd_core`] (re-exported as [`core`]): [`Collective`], dtypes,
 //!   tensor views, reduction semantics, rendezvous stores;
 //! - [`World`]: rank, size and rendezvous from hvdrun, mpirun, Slurm or torchrun;
 //! - [`transport`]: the transport chosen by Cargo features (`gloo-tcp`, on by default;
 //!   `mpi`, picked automatically under mpirun);
-//! - [`rendezvous`]: the HMAC-authenticated TCP store ranks find each other through;
-//! - [`launch::Job`]: N ranks of a command on this host or over ssh on others,
-//!   supervised, and the `hvdrun` launcher built on it;
+//! - [`rendezvous`] ([`hvd_rendezvous`]): the HMAC-authenticated TCP store ranks find
+//!   each other through; the launcher (`hvdrun`, and its library `Job`) is a crate of
+//!   its own;
 //! - [`sampler::DistributedSampler`] (each rank its shard of every epoch's shuffle) and
 //!   [`metrics`] (loss and accuracy of the whole job);
 //! - `candle` (feature `candle`): Horovod's DistributedOptimizer and parameter broadcast
 //!   for [candle](https://github.com/huggingface/candle) models;
-//! - the `hvd-bench` tool: nccl-tests-style benchmarks of every collective and of the
+//! - the `hvd-bench` crate: nccl-tests-style benchmarks of every collective and of the
 //!   runtime, fusion and autotuning.
 //!
-//! The middleware stack is built in one place, `stack.rs`:
-//! `Timeline<Fusion<transport>>`.
+//! The runtime builds its middleware stack, `Timeline<Fusion<transport>>`, in one place
+//! (`hvd-runtime`'s `stack.rs`).
 
-mod autotune;
+mod builder;
 #[cfg(feature = "candle")]
 pub mod candle;
-pub mod env;
-#[cfg(fuzzing)]
-#[doc(hidden)]
-pub mod fuzzing;
-pub mod launch;
 pub mod logging;
 pub mod metrics;
-pub mod rendezvous;
-mod rng;
-pub mod runtime;
 pub mod sampler;
-mod stack;
 pub mod transport;
+mod witness;
 mod world;
 
+pub use builder::{Builder, init};
 pub use hvd_core::{
     self as core, Collective, DType, Device, Element, Error, ReduceOp, Reduction, Result, Store,
-    Tensor, TensorMut, Topology,
+    Tensor, TensorMut, Topology, env,
 };
-pub use runtime::{
-    Bools, Buffer, Builder, Config, Handle, Hvd, ProcessSet, Shaped, StatsSnapshot, init,
+pub use hvd_rendezvous as rendezvous;
+pub use hvd_runtime::{
+    self as runtime, Bools, Buffer, Config, Handle, Hvd, ProcessSet, Shaped, StatsSnapshot,
 };
 pub use transport::Backend;
 pub use world::World;

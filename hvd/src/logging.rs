@@ -17,10 +17,11 @@ const LEVELS: [(&str, &str); 8] = [
 ];
 
 /// The filter `HVD_LOG_LEVEL` (alias `HOROVOD_LOG_LEVEL`) asks for, if set. A name
-/// outside [`LEVELS`] is refused: silently taking `warning` for "nothing" once hid
-/// every warning, the stall warning included.
+/// other than Horovod's (`trace`, `debug`, `info`, `warning`, `error`, `fatal`, `off`)
+/// is refused: silently taking `warning` for "nothing" once hid every warning, the
+/// stall warning included.
 pub fn level_from_env() -> Result<Option<&'static str>> {
-    let Some((name, value)) = crate::env::lookup("LOG_LEVEL") else {
+    let Some((name, value)) = hvd_core::env::lookup("LOG_LEVEL") else {
         return Ok(None);
     };
     let wanted = value.trim().to_ascii_lowercase();

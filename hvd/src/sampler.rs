@@ -4,7 +4,7 @@
 use hvd_core::{Error, Result};
 
 use crate::ProcessSet;
-use crate::rng::SplitMix64;
+use hvd_core::rng::SplitMix64;
 
 /// Splits the indices `0..len` of a dataset between the ranks of a job, like PyTorch's
 /// `DistributedSampler` that Horovod uses.

@@ -12,7 +12,7 @@ use std::str::FromStr;
 use hvd_core::{Collective, Error, Result};
 
 use crate::World;
-use crate::launch::witness::LossWitness;
+use crate::witness::LossWitness;
 
 /// The transports this build of hvd can use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,7 +113,7 @@ impl Backend {
     /// it is compiled in and an MPI launcher started this process; else the first compiled
     /// in.
     pub fn from_env() -> Result<Backend> {
-        let named = crate::env::parse_first::<Backend, _>(
+        let named = hvd_core::env::parse_first::<Backend, _>(
             &["HVD_BACKEND", "HOROVOD_CPU_OPERATIONS"],
             &expected_backend(),
         )?;
@@ -166,7 +166,7 @@ fn hierarchical_over<C: Collective + 'static>(
     flat: C,
     world: &World,
 ) -> Result<Box<dyn Collective>> {
-    let wanted = crate::env::flag("HIERARCHICAL_ALLREDUCE")?;
+    let wanted = hvd_core::env::flag("HIERARCHICAL_ALLREDUCE")?;
     let topology = flat.topology().clone();
     if topology.is_single_host() || wanted == Some(false) {
         return Ok(Box::new(flat));

@@ -8,14 +8,14 @@
 //! job of one rank.
 //!
 //! Ranks rendezvous through a store: hvdrun's server, rank 0's under torchrun-style
-//! variables, or a directory; [`crate::rendezvous::store_from_env`] says which. The MPI
+//! variables, or a directory; [`hvd_rendezvous::store_from_env`] says which. The MPI
 //! transport needs none (see [`World::from_env_without_store`]).
 
 use std::sync::Arc;
 
 use hvd_core::{Error, MemoryStore, Result, Store};
 
-use crate::env;
+use hvd_core::env;
 
 /// This process's place in the job and the store its ranks rendezvous through.
 #[derive(Clone)]
@@ -151,7 +151,7 @@ impl World {
                 store: Arc::new(MemoryStore::new()),
             });
         };
-        let store = crate::rendezvous::store_from_env(launcher, rank, size)?;
+        let store = hvd_rendezvous::store_from_env(launcher, rank, size)?;
         Ok(World {
             rank,
             size,
@@ -185,11 +185,11 @@ impl World {
         if self.launcher == "none" {
             return;
         }
-        let key = crate::launch::checkin_key(self.rank);
+        let key = hvd_rendezvous::checkin_key(self.rank);
         let result = self
             .store
             .set(&key, b"1")
-            .and_then(|()| self.store.add(crate::launch::CHECKIN_KEY, 1));
+            .and_then(|()| self.store.add(hvd_rendezvous::CHECKIN_KEY, 1));
         if let Err(e) = result {
             tracing::debug!(
                 rank = self.rank,

@@ -2,9 +2,11 @@
 //! batch learn what 1 rank learns, and rank 0 saves a checkpoint that loads back.
 //!
 //! The example's code is compiled into this test, whose ignored test `rank_body` is one
-//! rank of a job launched with `Job`; it writes what it reached to a file.
+//! rank of a job whose ranks meet in a shared-directory store; it writes what it reached to a file.
 #![cfg(feature = "candle")]
 
+#[path = "common/ranks.rs"]
+mod ranks;
 #[allow(dead_code)]
 #[path = "../examples/train_mnist/main.rs"]
 mod train_mnist;
@@ -12,41 +14,32 @@ mod train_mnist;
 use std::path::{Path, PathBuf};
 
 use clap::Parser;
-use hvd::launch::{Job, JobOutcome};
 
-/// Runs `rank_body` with `args` on `np` ranks; returns the job's outcome and what each
-/// rank reported (its last-epoch accuracy, or `error: ` and its error).
-fn launch(np: usize, args: &str, out: &Path) -> (JobOutcome, Vec<String>) {
-    let test_args = [
-        "rank_body",
-        "--exact",
-        "--ignored",
-        "--nocapture",
-        "--test-threads=1",
-    ];
+/// Runs `rank_body` with `args` on `np` ranks; returns whether every rank succeeded and
+/// what each rank reported (its last-epoch accuracy, or `error: ` and its error).
+fn launch(np: usize, args: &str, out: &Path) -> (bool, Vec<String>) {
     let reports = out.join(format!("np{np}"));
     std::fs::create_dir_all(&reports).unwrap();
-    let outcome = Job::new(
-        std::env::current_exe().unwrap(),
-        test_args.map(String::from).to_vec(),
+    let store = tempfile::tempdir().unwrap();
+    let succeeded = ranks::run_ranks(
         np,
-    )
-    .env("HVD_TEST_ARGS", args)
-    .env("HVD_TEST_OUT", reports.to_str().unwrap())
-    .env("RAYON_NUM_THREADS", "1")
-    .quiet()
-    .run()
-    .unwrap();
+        store.path(),
+        &[
+            ("HVD_TEST_ARGS", args),
+            ("HVD_TEST_OUT", reports.to_str().unwrap()),
+            ("RAYON_NUM_THREADS", "1"),
+        ],
+    );
     let reports = (0..np)
         .map(|rank| std::fs::read_to_string(reports.join(rank.to_string())).unwrap_or_default())
         .collect();
-    (outcome, reports)
+    (succeeded, reports)
 }
 
 /// Trains with `args` on `np` ranks; returns rank 0's last-epoch accuracy in %.
 fn accuracy(np: usize, args: &str, out: &Path) -> f64 {
-    let (outcome, reports) = launch(np, args, out);
-    assert_eq!(outcome, JobOutcome::Success, "{reports:?}");
+    let (succeeded, reports) = launch(np, args, out);
+    assert!(succeeded, "{reports:?}");
     100.0 * reports[0].parse::<f64>().unwrap()
 }
 
@@ -103,8 +96,8 @@ fn two_ranks_reach_the_accuracy_of_one_rank_with_the_same_global_batch() {
 #[test]
 fn a_global_batch_that_the_ranks_cannot_share_is_refused() {
     let out = tempfile::tempdir().unwrap();
-    let (outcome, reports) = launch(2, "--batch 33 --synthetic-examples 60", out.path());
-    assert_ne!(outcome, JobOutcome::Success);
+    let (succeeded, reports) = launch(2, "--batch 33 --synthetic-examples 60", out.path());
+    assert!(!succeeded);
     assert_eq!(
         reports[0],
         "error: --batch 33 must be a positive multiple of the number of ranks (2)"

@@ -7,9 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hvd::core::reference::{LocalCollective, LocalGroup};
-use hvd::{
-    Collective, Config, Device, Hvd, ReduceOp, Reduction, Result, Tensor, TensorMut, Topology,
-};
+use hvd::{Collective, Config, Device, ReduceOp, Reduction, Result, Tensor, TensorMut, Topology};
 
 /// The reference transport, recording the number of tensors of every data allreduce
 /// (the runtime's own negotiation traffic, named `hvd.*`, is left out).
@@ -93,7 +91,7 @@ fn batches_with_threshold(fusion_threshold: usize) -> Vec<usize> {
             };
             let config = config.clone();
             s.spawn(move || {
-                let hvd = Hvd::builder()
+                let hvd = hvd::Builder::new()
                     .collective(Recording {
                         inner,
                         batches: record,

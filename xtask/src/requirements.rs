@@ -1,5 +1,5 @@
 //! What some tests need from the system, beyond a transport's library: tools for the
-//! launcher's ssh tests, root for network namespaces, mpirun. The `hvd` build script
+//! launcher's ssh tests, root for network namespaces, mpirun. The `hvdrun` build script
 //! compiles a test that lacks what it needs as ignored (shown as skipped); this module
 //! installs what is missing when it can, and counts what is still skipped.
 
@@ -12,7 +12,7 @@ use crate::workspace_root;
 pub struct Requirement {
     /// What it is, for the summary.
     pub what: &'static str,
-    /// The cfg the `hvd` build script sets when it is present.
+    /// The cfg the `hvdrun` build script sets when it is present.
     pub cfg: &'static str,
     pub present: fn() -> bool,
     /// Debian packages that provide it.
@@ -130,12 +130,12 @@ mod tests {
 
     #[test]
     fn every_requirement_gates_tests_under_the_cfg_the_build_script_sets() {
-        let build_script = std::fs::read_to_string(workspace_root().join("hvd/build.rs"))
-            .expect("the hvd build script");
+        let build_script = std::fs::read_to_string(workspace_root().join("hvdrun/build.rs"))
+            .expect("the hvdrun build script");
         for requirement in all() {
             assert!(
                 build_script.contains(&format!("\"{}\"", requirement.cfg)),
-                "{} is not set by hvd/build.rs",
+                "{} is not set by hvdrun/build.rs",
                 requirement.cfg
             );
             assert!(

@@ -62,7 +62,11 @@ pub fn run(extra: &[String]) -> Result<(), String> {
     for backend in backends::all() {
         match backend.availability(&root) {
             Availability::Ready => {
-                features.extend(backend.feature.map(|f| format!("hvd/{f}")));
+                // The facade builds the transport in; the launcher's and the
+                // benchmark's tests of it follow the feature of their own crate.
+                if let Some(f) = backend.feature {
+                    features.extend(["hvd", "hvdrun", "hvd-bench"].map(|c| format!("{c}/{f}")));
+                }
                 ran.push(backend.name);
             }
             Availability::Skipped(why) => skipped.push(format!("{}: {why}", backend.name)),

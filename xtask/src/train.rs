@@ -41,16 +41,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let root = workspace_root();
     println!("train: building hvdrun and the train_mnist example (release)");
     let built = Command::new("cargo")
-        .args([
-            "build",
-            "--release",
-            "--quiet",
-            "-p",
-            "hvd",
-            "--features",
-            "candle",
-        ])
-        .args(["--bin", "hvdrun", "--example", "train_mnist"])
+        .args(["build", "--release", "--quiet", "--features", "hvd/candle"])
+        .args(["-p", "hvdrun", "--bin", "hvdrun"])
+        .args(["-p", "hvd", "--example", "train_mnist"])
         .current_dir(&root)
         .status()
         .map_err(|e| format!("could not run cargo: {e}"))?;

@@ -2,7 +2,7 @@
 //! stand-in when no data is given), on as many ranks as the launcher starts.
 //!
 //! ```text
-//! cargo build --release --features candle --example train_mnist --bin hvdrun
+//! cargo build --release --features hvd/candle --example train_mnist -p hvd -p hvdrun
 //! target/release/hvdrun -np 2 target/release/examples/train_mnist --epochs 3
 //! target/release/hvdrun -np 2 target/release/examples/train_mnist --data mnist/ --checkpoint mlp.safetensors
 //! ```

@@ -38,7 +38,7 @@ pub fn job_with_sets<T: Send>(
             .map(|collective| {
                 let (config, sets, body) = (config.clone(), sets.clone(), &body);
                 s.spawn(move || {
-                    let hvd = Hvd::builder()
+                    let hvd = hvd::Builder::new()
                         .collective(collective)
                         .config(config)
                         .process_sets(sets)

@@ -1,0 +1,238 @@
+//! # hvd-runtime: the engine between a training loop and a transport
+//!
+//! Named asynchronous collectives, negotiated between ranks by one background thread
+//! per process set, so ranks may submit tensors in any order: the response cache, the
+//! stall inspector, join, process sets, the Timeline and autotuning, over the middleware
+//! stack built in `stack.rs` (`Timeline<Fusion<transport>>`).
+//!
+//! It depends on the contract ([`hvd_core`]) and the middleware only: [`start`] takes a
+//! transport already connected. The facade `hvd` chooses and connects the transport from
+//! the job's environment and re-exports what is here.
+
+mod autotune;
+mod buffer;
+mod cache;
+mod config;
+mod control_errors;
+mod engine;
+mod execute;
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub mod fuzzing;
+mod handle;
+mod process_set;
+mod queue;
+mod request;
+mod response;
+mod set_engine;
+mod stack;
+mod stall;
+mod stats;
+mod table;
+mod timeline;
+mod tuning;
+mod wire;
+
+use std::ops::Deref;
+use std::sync::Arc;
+
+use hvd_core::{Collective, Error, Result, Topology, validate};
+
+pub use buffer::{Bools, Buffer, Shaped};
+pub use config::Config;
+pub use handle::Handle;
+pub use process_set::ProcessSet;
+pub use stats::StatsSnapshot;
+
+use engine::SetRegistry;
+use set_engine::{Registry, SetEngine};
+use timeline::Trace;
+
+/// Starts the runtime over a connected transport: the global set's background thread,
+/// then the static process sets `process_sets` (ids 1, 2, ... in this order).
+pub fn start(
+    transport: Arc<dyn Collective>,
+    config: Config,
+    process_sets: Vec<Vec<usize>>,
+) -> Result<Hvd> {
+    let topology = transport.topology().clone();
+    let transport_name = transport.backend();
+    let trace = Arc::new(Trace::default());
+    trace.recorder.set_mark_cycles(config.timeline_mark_cycles);
+    if let Some(path) = &config.timeline {
+        trace.start(topology.rank(), path)?;
+    }
+    let registry = Arc::new(Registry::new(
+        transport.clone(),
+        config.clone(),
+        trace.clone(),
+    ));
+    let global = SetEngine::start(
+        0,
+        transport,
+        &config,
+        Some(registry.clone() as Arc<dyn SetRegistry>),
+        trace.clone(),
+    )?;
+    tracing::debug!(
+        rank = topology.rank(),
+        size = topology.size(),
+        "hvd started\n{config}"
+    );
+    let hvd = Hvd {
+        global: ProcessSet::new(
+            0,
+            (0..topology.size()).collect(),
+            topology.rank(),
+            Some(global.clone()),
+        ),
+        inner: Arc::new(Inner {
+            topology,
+            transport: transport_name,
+            config,
+            global,
+            registry,
+            trace,
+        }),
+    };
+    for members in process_sets {
+        hvd.add_process_set(&members)?;
+    }
+    Ok(hvd)
+}
+
+struct Inner {
+    topology: Topology,
+    transport: &'static str,
+    config: Config,
+    global: Arc<SetEngine>,
+    registry: Arc<Registry>,
+    trace: Arc<Trace>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.registry.shutdown_all();
+        self.global.shutdown();
+    }
+}
+
+/// A running hvd job, as seen from this rank. Cheap to clone; the job ends on this rank
+/// when the last clone is dropped (or at [`Hvd::shutdown`]).
+///
+/// Derefs to the global [`ProcessSet`], so `hvd.allreduce(...)` runs over every rank.
+#[derive(Clone)]
+pub struct Hvd {
+    global: ProcessSet,
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Hvd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hvd")
+            .field("rank", &self.rank())
+            .field("size", &self.size())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Deref for Hvd {
+    type Target = ProcessSet;
+
+    fn deref(&self) -> &ProcessSet {
+        &self.global
+    }
+}
+
+impl Hvd {
+    pub fn rank(&self) -> usize {
+        self.inner.topology.rank()
+    }
+    pub fn size(&self) -> usize {
+        self.inner.topology.size()
+    }
+    pub fn local_rank(&self) -> usize {
+        self.inner.topology.local_rank()
+    }
+    pub fn local_size(&self) -> usize {
+        self.inner.topology.local_size()
+    }
+    pub fn cross_rank(&self) -> usize {
+        self.inner.topology.cross_rank()
+    }
+    pub fn cross_size(&self) -> usize {
+        self.inner.topology.cross_size()
+    }
+
+    /// The transport the job runs on: `"shm"`, `"tcp"`, `"hierarchical"` (shared memory
+    /// within hosts, TCP across), `"mpi"`, or a custom one's name.
+    pub fn transport(&self) -> &'static str {
+        self.inner.transport
+    }
+
+    /// The configuration in effect.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// Creates a process set of `members` (global ranks). Every rank of the job must call
+    /// it with the same members; non-members get a set they cannot run collectives on.
+    pub fn add_process_set(&self, members: &[usize]) -> Result<ProcessSet> {
+        self.add_process_set_within(members, None)
+    }
+
+    /// Like [`add_process_set`](Self::add_process_set), but fails after `timeout` with an
+    /// error naming the call (the addition stays pending until every rank makes it).
+    pub fn add_process_set_timeout(
+        &self,
+        members: &[usize],
+        timeout: std::time::Duration,
+    ) -> Result<ProcessSet> {
+        self.add_process_set_within(members, Some(timeout))
+    }
+
+    fn add_process_set_within(
+        &self,
+        members: &[usize],
+        timeout: Option<std::time::Duration>,
+    ) -> Result<ProcessSet> {
+        validate::members(self.rank(), self.size(), members)?;
+        let id = self.global.add_set_request(members, timeout)?;
+        self.process_set(id).ok_or_else(|| Error::Shutdown {
+            cause: format!("internal error: process set {id} vanished"),
+        })
+    }
+
+    /// Removes a process set; every rank of the job must call it.
+    pub fn remove_process_set(&self, set: &ProcessSet) -> Result<()> {
+        self.global.remove_set_request(set.id())
+    }
+
+    /// The process set with this id, if it exists.
+    pub fn process_set(&self, id: usize) -> Option<ProcessSet> {
+        if id == 0 {
+            return Some(self.global.clone());
+        }
+        let (members, engine) = self.inner.registry.get(id)?;
+        Some(ProcessSet::new(id, members, self.rank(), engine))
+    }
+
+    /// Starts recording the Timeline: a Chrome trace of every rank, written by rank 0 to
+    /// `path` (ignored on other ranks). Call it on every rank; `HVD_TIMELINE` does it at
+    /// start. Open the file in Perfetto or chrome://tracing.
+    pub fn start_timeline(&self, path: impl AsRef<std::path::Path>) -> Result<()> {
+        self.inner.trace.start(self.rank(), path.as_ref())
+    }
+
+    /// Stops recording the Timeline; what was recorded still reaches the file.
+    pub fn stop_timeline(&self) {
+        self.inner.trace.stop();
+    }
+
+    /// Leaves the job now: the other ranks' pending and later calls fail with an error
+    /// naming this rank. Dropping the last clone of `Hvd` does the same.
+    pub fn shutdown(self) {
+        self.inner.registry.shutdown_all();
+        self.inner.global.shutdown();
+    }
+}

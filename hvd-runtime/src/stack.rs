@@ -1,0 +1,44 @@
+//! The middleware stack, built in one place you can read top to bottom.
+
+use std::sync::Arc;
+
+use hvd_core::Collective;
+use hvd_fusion::Fusion;
+use hvd_timeline::{Recorder, Timeline};
+
+/// A transport wrapped in hvd's middleware, with handles to the layers the runtime
+/// adjusts while it runs.
+pub(crate) struct Stack {
+    top: Box<dyn Collective>,
+    fusion: Arc<Fusion<Arc<dyn Collective>>>,
+}
+
+impl Stack {
+    /// Wraps `transport`, innermost first; Fusion packs up to `fusion_threshold` bytes.
+    pub fn build(
+        transport: Arc<dyn Collective>,
+        fusion_threshold: usize,
+        recorder: &Arc<Recorder>,
+    ) -> Stack {
+        // Tensor Fusion: a cycle's batch of small tensors becomes a few large collectives.
+        // It reports its copies into and out of the fusion buffer to the timeline.
+        let fusion =
+            Arc::new(Fusion::new(transport, fusion_threshold).with_tracer(recorder.clone()));
+        // Timeline: every collective as a span on each of its tensors' rows.
+        let timeline = Timeline::new(fusion.clone(), recorder.clone());
+        Stack {
+            top: Box::new(timeline),
+            fusion,
+        }
+    }
+
+    /// The outermost layer, through which data collectives run.
+    pub fn collective(&self) -> &dyn Collective {
+        self.top.as_ref()
+    }
+
+    /// Changes the fusion threshold (the autotuner does, in the same cycle on every rank).
+    pub fn set_fusion_threshold(&self, bytes: usize) {
+        self.fusion.set_threshold(bytes);
+    }
+}

@@ -1,0 +1,87 @@
+//! Starting hvd: the transport chosen and connected from the job's environment (or
+//! given), then the runtime over it.
+
+use std::sync::Arc;
+
+use hvd_core::{Collective, Result};
+use hvd_runtime::{Config, Hvd};
+
+use crate::{Backend, logging, transport};
+
+/// Starts hvd with the configuration and job found in the environment (set by hvdrun,
+/// mpirun, Slurm or a torchrun-style launcher; with none, a job of one rank).
+pub fn init() -> Result<Hvd> {
+    Builder::new().build()
+}
+
+/// Explicit options for starting hvd; anything not set comes from the environment.
+#[derive(Default)]
+pub struct Builder {
+    config: Option<Config>,
+    collective: Option<Arc<dyn Collective>>,
+    backend: Option<Backend>,
+    process_sets: Vec<Vec<usize>>,
+}
+
+impl std::fmt::Debug for Builder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Builder")
+            .field("config", &self.config)
+            .field("backend", &self.backend)
+            .field("process_sets", &self.process_sets)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Builder {
+    pub fn new() -> Builder {
+        Builder::default()
+    }
+
+    /// Uses this configuration instead of reading `HVD_*` variables.
+    pub fn config(mut self, config: Config) -> Self {
+        self.config = Some(config);
+        self
+    }
+
+    /// Runs over this already connected collective (a custom transport, or the
+    /// in-process reference in tests) instead of connecting one.
+    pub fn collective(mut self, collective: impl Collective + 'static) -> Self {
+        self.collective = Some(Arc::new(collective));
+        self
+    }
+
+    /// Connects through this transport instead of the default.
+    pub fn backend(mut self, backend: Backend) -> Self {
+        self.backend = Some(backend);
+        self
+    }
+
+    /// Process sets to create at start (ids 1, 2, ... in this order).
+    pub fn process_sets(mut self, sets: Vec<Vec<usize>>) -> Self {
+        self.process_sets = sets;
+        self
+    }
+
+    /// Connects (unless a collective was given), starts the background thread, and
+    /// creates the static process sets.
+    pub fn build(self) -> Result<Hvd> {
+        logging::install()?;
+        let config = match self.config {
+            Some(config) => config,
+            None => Config::from_env()?,
+        };
+        let transport: Arc<dyn Collective> = match self.collective {
+            Some(collective) => collective,
+            None => {
+                let backend = match self.backend {
+                    Some(b) => b,
+                    None => Backend::from_env()?,
+                };
+                let world = transport::world(backend)?;
+                Arc::from(transport::connect(backend, &world)?)
+            }
+        };
+        hvd_runtime::start(transport, config, self.process_sets)
+    }
+}

@@ -1,0 +1,592 @@
+//! Running every rank of a job: directly on this host, over ssh on others.
+
+use std::collections::VecDeque;
+use std::io::{IsTerminal, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::{JoinHandle, sleep};
+use std::time::{Duration, Instant};
+
+use hvd_core::{Error, MemoryStore, Result, Store};
+
+use super::hosts::{Host, Placement, place};
+use super::interrupt;
+use super::outcome::{JobOutcome, MissingRank, ended};
+use super::output::{Destination, Output, Stream, Tail};
+use super::ssh::{Ssh, travels};
+use super::verdict::{Seen, Verdict, verdict};
+use hvd_rendezvous::{CHECKIN_KEY, STORE_ADDR_VAR, StoreServer, checkin_key, lost_by};
+
+const POLL: Duration = Duration::from_millis(10);
+
+/// What every rank of one run shares.
+struct Launch<'a> {
+    hosts: &'a [Host],
+    /// Whether the ranks are on more than one host (summaries then name the host).
+    multi_host: bool,
+    /// How many hosts have ranks.
+    cross_size: usize,
+    store_addr: String,
+    secret: &'a str,
+    /// The launcher's directory, where remote ranks start when their host has it.
+    dir: PathBuf,
+}
+
+/// N ranks of one command, on this host or on several.
+///
+/// The job serves its ranks' rendezvous store ([`StoreServer`]) and hands each rank its
+/// address and a secret made for this job. A rank on this host inherits this process's
+/// environment and runs in its own process group (so stopping a rank stops what it
+/// started); a rank on another host is started over ssh with the variables that travel
+/// (`HVD_*`, `HOROVOD_*`, `PATH`, `LD_LIBRARY_PATH`, `RUST_LOG`, and those set with
+/// [`env`](Job::env)), and cannot outlive the job (see [`Ssh`]). Every rank's standard
+/// error is read line by line, so a failure can be reported with its last lines.
+#[derive(Debug)]
+pub struct Job {
+    program: PathBuf,
+    args: Vec<String>,
+    np: usize,
+    env: Vec<(String, String)>,
+    quiet: bool,
+    output: Output,
+    grace: Duration,
+    start_timeout: Option<Duration>,
+    handle_interrupts: bool,
+    progress: Option<String>,
+    hosts: Option<Vec<Host>>,
+    ssh: Ssh,
+    interface: Option<String>,
+}
+
+fn random_hex(bytes: usize) -> Result<String> {
+    let mut buf = vec![0u8; bytes];
+    getrandom::fill(&mut buf).map_err(|e| Error::Io {
+        context: "generating the job secret".into(),
+        message: e.to_string(),
+        kind: std::io::ErrorKind::Other,
+    })?;
+    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// One started rank.
+struct Rank {
+    child: Child,
+    /// The host, for a job of several hosts.
+    host: Option<String>,
+    over_ssh: bool,
+    /// Over ssh: the wrapper's standard input, whose closing stops the rank.
+    remote_stdin: Option<ChildStdin>,
+    status: Option<ExitStatus>,
+    readers: Vec<JoinHandle<()>>,
+    tail: Tail,
+}
+
+impl Rank {
+    fn tail(&self) -> Vec<String> {
+        let tail = self.tail.lock().unwrap_or_else(|e| e.into_inner());
+        tail.iter().cloned().collect()
+    }
+
+    /// Whether a signal ended it (over ssh: the remote shell's 128 + N).
+    fn killed_by_signal(&self) -> bool {
+        use std::os::unix::process::ExitStatusExt;
+        self.status.is_some_and(|s| {
+            s.signal().is_some() || (self.over_ssh && matches!(s.code(), Some(129..=192)))
+        })
+    }
+
+    /// How it ended, in words, and its exit code; None while it runs.
+    fn ended(&self) -> Option<(String, i32)> {
+        self.status.map(|status| ended(status, self.over_ssh))
+    }
+}
+
+impl Job {
+    pub fn new(program: impl Into<PathBuf>, args: Vec<String>, np: usize) -> Self {
+        Job {
+            program: program.into(),
+            args,
+            np,
+            env: Vec::new(),
+            quiet: false,
+            output: Output::Plain,
+            grace: Duration::from_secs(5),
+            start_timeout: None,
+            handle_interrupts: false,
+            progress: None,
+            hosts: None,
+            ssh: Ssh::default(),
+            interface: None,
+        }
+    }
+
+    /// The hosts to run on (default: `np` ranks on this host). Hosts that name this
+    /// machine are started directly, the others over ssh.
+    pub fn hosts(mut self, hosts: Vec<Host>) -> Self {
+        self.hosts = Some(hosts);
+        self
+    }
+
+    /// How to reach the other hosts.
+    pub fn ssh(mut self, ssh: Ssh) -> Self {
+        self.ssh = ssh;
+        self
+    }
+
+    /// The network interfaces the job uses (`eth0` or `eth0,ib0`, the first each host
+    /// has): the ranks' transport (`HVD_IFACE`) and the rendezvous server's address.
+    pub fn network_interface(mut self, names: impl Into<String>) -> Self {
+        self.interface = Some(names.into());
+        self
+    }
+
+    /// Discards the ranks' standard output (their standard error still shows).
+    pub fn quiet(mut self) -> Self {
+        self.quiet = true;
+        self
+    }
+
+    /// Sets an environment variable for every rank.
+    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.push((name.into(), value.into()));
+        self
+    }
+
+    /// Where the ranks' output goes (default: [`Output::Plain`]).
+    pub fn output(mut self, output: Output) -> Self {
+        self.output = output;
+        self
+    }
+
+    /// How long stopped ranks get between SIGTERM and SIGKILL (default 5 s).
+    pub fn grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+
+    /// Stops the job unless every rank has connected (called `hvd::init()`) this soon.
+    pub fn start_timeout(mut self, timeout: Duration) -> Self {
+        self.start_timeout = Some(timeout);
+        self
+    }
+
+    /// On SIGINT or SIGTERM to this process, stops the ranks and ends in
+    /// [`JobOutcome::Interrupted`]. The handlers stay for the process's life: for
+    /// launcher programs, which exit after the job.
+    pub fn handle_interrupts(mut self) -> Self {
+        self.handle_interrupts = true;
+        self
+    }
+
+    /// Shows `name: 3/4 ranks connected` on standard error while ranks start, and the
+    /// interruption as it happens.
+    pub fn progress(mut self, name: impl Into<String>) -> Self {
+        self.progress = Some(name.into());
+        self
+    }
+
+    /// Starts every rank and waits for the job to end.
+    pub fn run(&self) -> Result<JobOutcome> {
+        if self.handle_interrupts {
+            interrupt::install()?;
+        }
+        let hosts = self.hosts.clone().unwrap_or_else(|| {
+            vec![Host {
+                name: "localhost".into(),
+                slots: self.np,
+            }]
+        });
+        let placements = place(&hosts, self.np)?;
+        let secret = random_hex(16)?;
+        let server = StoreServer::start(self.server_address(&hosts)?, secret.as_bytes())?;
+        let launch = Launch {
+            hosts: &hosts,
+            multi_host: placements.windows(2).any(|w| w[0].host != w[1].host),
+            cross_size: placements.last().map_or(0, |p| p.host + 1),
+            store_addr: server.addr().to_string(),
+            secret: &secret,
+            dir: std::env::current_dir()
+                .map_err(|e| Error::io("reading the current directory", &e))?,
+        };
+        let mut ranks = Vec::with_capacity(self.np);
+        for (rank, placement) in placements.iter().enumerate() {
+            match self.spawn(rank, placement, &launch) {
+                Ok(r) => ranks.push(r),
+                Err(e) => {
+                    stop(&mut ranks, Duration::ZERO);
+                    return Err(e);
+                }
+            }
+        }
+        let outcome = self.supervise(&mut ranks, server.store().as_ref());
+        if outcome.is_err() {
+            stop(&mut ranks, Duration::ZERO);
+        }
+        outcome
+    }
+
+    /// Where the rendezvous server listens: loopback for a job on this host alone,
+    /// otherwise an address the other hosts can reach (of `--network-interface`, or the
+    /// first routable address of a physical-looking interface).
+    fn server_address(&self, hosts: &[Host]) -> Result<SocketAddr> {
+        let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        if hosts.iter().all(Host::is_this_machine) {
+            return Ok(loopback);
+        }
+        let interfaces = hvd_core::net::interfaces()?;
+        let plan = hvd_core::net::listen_plan(
+            &interfaces,
+            self.interface.as_deref(),
+            "--network-interface",
+        )?;
+        if let Some(ip) = plan.publish.first() {
+            return Ok(SocketAddr::new(*ip, 0));
+        }
+        let all_loopback = hosts.iter().all(|h| {
+            h.is_this_machine() || h.name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+        });
+        if all_loopback {
+            return Ok(loopback);
+        }
+        Err(Error::Config {
+            name: "--network-interface".into(),
+            value: "unset".into(),
+            expected: "an interface other hosts can reach this one on: this host has no routable address outside loopback and container bridges".into(),
+        })
+    }
+
+    fn spawn(&self, rank: usize, placement: &Placement, launch: &Launch) -> Result<Rank> {
+        let host = &launch.hosts[placement.host];
+        let remote = !host.is_this_machine();
+        let mut env = self.env.clone();
+        env.extend([
+            ("HVD_RANK".to_string(), rank.to_string()),
+            ("HVD_SIZE".into(), self.np.to_string()),
+            ("HVD_LOCAL_RANK".into(), placement.local_rank.to_string()),
+            ("HVD_LOCAL_SIZE".into(), placement.local_size.to_string()),
+            ("HVD_CROSS_RANK".into(), placement.host.to_string()),
+            ("HVD_CROSS_SIZE".into(), launch.cross_size.to_string()),
+            ("HVD_HOSTNAME".into(), host.name.clone()),
+            (STORE_ADDR_VAR.into(), launch.store_addr.clone()),
+        ]);
+        if let Some(interface) = &self.interface {
+            env.push(("HVD_IFACE".into(), interface.clone()));
+        }
+        let mut command = if remote {
+            // vars_os: a variable that is not UTF-8 must not stop the launch; it stays home.
+            let mut travelling: Vec<(String, String)> = std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+                .filter(|(k, _)| travels(k))
+                .collect();
+            travelling.extend(env);
+            let mut command = self.ssh.command(
+                &host.name,
+                &travelling,
+                &launch.dir,
+                &self.program,
+                &self.args,
+                self.grace,
+            );
+            command.stdin(Stdio::piped());
+            command
+        } else {
+            let mut command = Command::new(&self.program);
+            command
+                .args(&self.args)
+                .envs(env)
+                .env("HVD_SECRET", launch.secret)
+                .env_remove("HVD_STORE_DIR");
+            die_with_launcher(&mut command);
+            command
+        };
+        let tail: Tail = Arc::new(Mutex::new(VecDeque::new()));
+        let stdout = match (&self.output, self.quiet) {
+            (_, true) => None,
+            (Output::Plain, false) => None,
+            _ => Some(Destination::open(&self.output, rank, Stream::Stdout, None)?),
+        };
+        let stderr = Destination::open(&self.output, rank, Stream::Stderr, Some(tail.clone()))?;
+        command
+            .stdout(match (&stdout, self.quiet) {
+                (_, true) => Stdio::null(),
+                (Some(_), false) => Stdio::piped(),
+                (None, false) => Stdio::inherit(),
+            })
+            .stderr(Stdio::piped())
+            .process_group(0);
+        let what = if remote {
+            "ssh".into()
+        } else {
+            format!("`{}`", self.program.display())
+        };
+        let mut child = command
+            .spawn()
+            .map_err(|e| Error::io(format!("starting rank {rank}: cannot run {what}"), &e))?;
+        let mut remote_stdin = child.stdin.take();
+        if let Some(stdin) = &mut remote_stdin {
+            // The wrapper's first line: the secret, kept out of every command line.
+            // A failure here shows as the rank's own ("no job secret arrived").
+            let _ = writeln!(stdin, "{}", launch.secret);
+        }
+        let mut readers = Vec::with_capacity(2);
+        if let (Some(dest), Some(pipe)) = (stdout, child.stdout.take()) {
+            readers.push(dest.pump(pipe));
+        }
+        if let Some(pipe) = child.stderr.take() {
+            readers.push(stderr.pump(pipe));
+        }
+        Ok(Rank {
+            child,
+            host: launch.multi_host.then(|| host.name.clone()),
+            over_ssh: remote,
+            remote_stdin,
+            status: None,
+            readers,
+            tail,
+        })
+    }
+
+    /// Waits for every rank; on the first failure, an interrupt or the start timeout,
+    /// stops the rest.
+    fn supervise(&self, ranks: &mut [Rank], store: &MemoryStore) -> Result<JobOutcome> {
+        let started = Instant::now();
+        let mut checkin = self.start_timeout.map(|t| CheckinWatch {
+            timeout: t,
+            shown: 0,
+            terminal: std::io::stderr().is_terminal(),
+        });
+        loop {
+            if self.handle_interrupts && interrupt::interrupted() {
+                let running = ranks.iter().filter(|r| r.status.is_none()).count();
+                if let Some(name) = &self.progress {
+                    eprintln!("{name}: interrupted; stopping {running} ranks");
+                }
+                stop(ranks, self.grace);
+                return Ok(JobOutcome::Interrupted { stopped: running });
+            }
+            for rank in 0..ranks.len() {
+                if ranks[rank].status.is_some() {
+                    continue;
+                }
+                let status = ranks[rank]
+                    .child
+                    .try_wait()
+                    .map_err(|e| Error::io(format!("waiting for rank {rank}"), &e))?;
+                if let Some(status) = status {
+                    ranks[rank].status = Some(status);
+                    if !status.success() {
+                        if let Some(watch) = &checkin {
+                            watch.finish();
+                        }
+                        return Ok(self.failure(ranks, store, rank));
+                    }
+                }
+            }
+            if ranks.iter().all(|r| r.status.is_some()) {
+                if let Some(watch) = &checkin {
+                    watch.finish();
+                }
+                stop(ranks, Duration::ZERO);
+                return Ok(JobOutcome::Success);
+            }
+            if let Some(watch) = &mut checkin {
+                let connected = connected(store);
+                if connected >= self.np {
+                    watch.show(self.progress.as_deref(), connected, self.np);
+                    watch.finish();
+                    checkin = None;
+                } else if started.elapsed() >= watch.timeout {
+                    watch.finish();
+                    let timeout = watch.timeout;
+                    // Which ranks had ended on their own, before stopping ends the rest.
+                    let exited: Vec<Option<String>> = ranks
+                        .iter()
+                        .map(|r| r.ended().map(|(text, _)| text))
+                        .collect();
+                    stop(ranks, self.grace);
+                    let missing = (0..ranks.len())
+                        .filter(|&r| !matches!(store.try_get(&checkin_key(r)), Ok(Some(_))))
+                        .map(|r| MissingRank {
+                            rank: r,
+                            host: ranks[r].host.clone(),
+                            exited: exited[r].clone(),
+                            stderr_tail: ranks[r].tail(),
+                        })
+                        .collect();
+                    return Ok(JobOutcome::StartTimeout { timeout, missing });
+                } else {
+                    watch.show(self.progress.as_deref(), connected, self.np);
+                }
+            }
+            sleep(POLL);
+        }
+    }
+}
+
+impl Job {
+    /// The outcome of a job whose first failure this launcher saw on rank `first`: lets
+    /// the other exits arrive, finds the root cause among them, then stops the rest.
+    fn failure(&self, ranks: &mut [Rank], store: &MemoryStore, first: usize) -> JobOutcome {
+        settle(ranks);
+        let seen: Vec<Seen> = (0..ranks.len())
+            .map(|r| Seen {
+                failed: ranks[r].status.is_some_and(|s| !s.success()),
+                killed_by_signal: ranks[r].killed_by_signal(),
+                lost: lost_by(store, r),
+            })
+            .collect();
+        let Verdict { root, lost_by } = verdict(&seen, first);
+        let (status, exit_code) = ranks[root].ended().unwrap_or_else(|| {
+            (
+                "still running when its peers lost it: frozen, stopped or stuck?".into(),
+                1,
+            )
+        });
+        let stopped = ranks
+            .iter()
+            .enumerate()
+            .filter(|(r, rank)| *r != root && rank.status.is_none())
+            .count();
+        stop(ranks, self.grace);
+        JobOutcome::Failed {
+            rank: root,
+            host: ranks[root].host.clone(),
+            status,
+            exit_code,
+            stderr_tail: ranks[root].tail(),
+            lost_by,
+            stopped,
+        }
+    }
+}
+
+/// How long the launcher waits, after the first failure, for the other ranks' exits:
+/// peers of a dead rank fail within milliseconds, and their reports name it.
+const SETTLE: Duration = Duration::from_millis(500);
+
+/// Reaps exits until every rank has ended or [`SETTLE`] has passed.
+fn settle(ranks: &mut [Rank]) {
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        for rank in ranks.iter_mut().filter(|r| r.status.is_none()) {
+            if let Ok(Some(status)) = rank.child.try_wait() {
+                rank.status = Some(status);
+            }
+        }
+        if ranks.iter().all(|r| r.status.is_some()) || Instant::now() >= deadline {
+            return;
+        }
+        sleep(Duration::from_millis(5));
+    }
+}
+
+/// A local rank is killed when this launcher dies, however it dies (SIGKILL, the OOM
+/// killer, `timeout -k`): otherwise it would run on, reparented to init, holding its
+/// GPU and its peers. Remote ranks get the same from their wrapper, which watches its
+/// standard input. The signal follows the thread that started the rank, which is
+/// [`Job::run`]'s, alive until the job ends.
+fn die_with_launcher(command: &mut Command) {
+    let launcher = std::process::id() as libc::pid_t;
+    // SAFETY: the closure runs in the child between fork and exec and calls only
+    // async-signal-safe functions (prctl, getppid, kill), allocating nothing.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The launcher may have died before the request took effect.
+            if libc::getppid() != launcher {
+                libc::kill(libc::getpid(), libc::SIGKILL);
+            }
+            Ok(())
+        });
+    }
+}
+
+fn connected(store: &MemoryStore) -> usize {
+    match store.try_get(CHECKIN_KEY) {
+        Ok(Some(bytes)) => std::str::from_utf8(&bytes)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// The start-up progress line and deadline.
+struct CheckinWatch {
+    timeout: Duration,
+    shown: usize,
+    terminal: bool,
+}
+
+impl CheckinWatch {
+    fn show(&mut self, name: Option<&str>, connected: usize, np: usize) {
+        let Some(name) = name else { return };
+        if connected == self.shown {
+            return;
+        }
+        self.shown = connected;
+        let mut err = std::io::stderr().lock();
+        let _ = if self.terminal {
+            write!(err, "\r{name}: {connected}/{np} ranks connected")
+        } else {
+            writeln!(err, "{name}: {connected}/{np} ranks connected")
+        };
+        let _ = err.flush();
+    }
+
+    /// Ends an overwritten progress line, so what follows starts on a line of its own.
+    fn finish(&self) {
+        if self.terminal && self.shown > 0 {
+            eprintln!();
+        }
+    }
+}
+
+/// Stops every rank still running: SIGTERM to its process group, SIGKILL after `grace`;
+/// waits for all of them and for their output to be copied. A remote rank is stopped by
+/// closing its wrapper's standard input, which does the same there; its ssh gets a
+/// second more to bring back the rank's last output and status.
+fn stop(ranks: &mut [Rank], grace: Duration) {
+    let mut remote = false;
+    for rank in ranks.iter_mut().filter(|r| r.status.is_none()) {
+        match rank.remote_stdin.take() {
+            Some(stdin) => {
+                drop(stdin);
+                remote = true;
+            }
+            None => interrupt::signal_group(rank.child.id(), libc::SIGTERM),
+        }
+    }
+    let margin = if remote {
+        Duration::from_secs(1)
+    } else {
+        Duration::ZERO
+    };
+    let deadline = Instant::now() + grace + margin;
+    loop {
+        for rank in ranks.iter_mut().filter(|r| r.status.is_none()) {
+            if let Ok(Some(status)) = rank.child.try_wait() {
+                rank.status = Some(status);
+            }
+        }
+        if ranks.iter().all(|r| r.status.is_some()) || Instant::now() >= deadline {
+            break;
+        }
+        sleep(POLL);
+    }
+    for rank in ranks.iter_mut() {
+        // Also reaches what a rank started and left behind, which would hold its pipes.
+        interrupt::signal_group(rank.child.id(), libc::SIGKILL);
+        if rank.status.is_none() {
+            rank.status = rank.child.wait().ok();
+        }
+        for reader in rank.readers.drain(..) {
+            let _ = reader.join();
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! The runtime across real processes over the default TCP transport: each test launches
+//! ranks of this test binary with `Job`, and each rank writes what it saw to a file
+//! that the test then checks.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use hvd::ReduceOp;
+use hvdrun::{Job, JobOutcome};
+
+/// Runs the ignored test `rank_body` as `np` ranks with `scenario`; returns each rank's
+/// report (None for a rank that wrote none).
+fn launch(np: usize, scenario: &str) -> (JobOutcome, Vec<Option<String>>) {
+    launch_with(np, scenario, &[("HVD_TCP_TIMEOUT", "20")])
+}
+
+/// Like [`launch`], with these variables set for every rank.
+fn launch_with(
+    np: usize,
+    scenario: &str,
+    vars: &[(&str, &str)],
+) -> (JobOutcome, Vec<Option<String>>) {
+    let out = tempfile::tempdir().unwrap();
+    let args = [
+        "rank_body",
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ];
+    let mut job = Job::new(
+        std::env::current_exe().unwrap(),
+        args.map(String::from).to_vec(),
+        np,
+    )
+    .env("HVD_TEST_SCENARIO", scenario)
+    .env("HVD_TEST_OUT", out.path().to_str().unwrap())
+    // A frozen rank ignores SIGTERM until it is killed.
+    .grace(Duration::from_millis(200))
+    .quiet();
+    for (name, value) in vars {
+        job = job.env(*name, *value);
+    }
+    let outcome = job.run().unwrap();
+    let reports = (0..np)
+        .map(|r| std::fs::read_to_string(report_path(out.path(), r)).ok())
+        .collect();
+    (outcome, reports)
+}
+
+fn report_path(dir: &Path, rank: usize) -> PathBuf {
+    dir.join(format!("rank{rank}.txt"))
+}
+
+#[test]
+#[ignore = "one rank of a job launched by the other tests of this file"]
+fn rank_body() {
+    let scenario = std::env::var("HVD_TEST_SCENARIO").unwrap();
+    let out = PathBuf::from(std::env::var("HVD_TEST_OUT").unwrap());
+    let hvd = hvd::init().unwrap();
+    let rank = hvd.rank();
+    let report = match scenario.as_str() {
+        "basics" => {
+            // Out-of-order submission, a mismatch, and the cache, across processes.
+            let mut names = ["a", "b", "c"];
+            if rank % 2 == 1 {
+                names.reverse();
+            }
+            let handles: Vec<_> = names
+                .iter()
+                .map(|n| hvd.allreduce_async(n, vec![1i32], ReduceOp::Sum).unwrap())
+                .collect();
+            let sums: Vec<i32> = handles.into_iter().map(|h| h.wait().unwrap()[0]).collect();
+            let mismatch = hvd
+                .allreduce("grad.w1", vec![0u8; 1 + rank], ReduceOp::Sum)
+                .unwrap_err();
+            for _ in 0..10 {
+                hvd.allreduce("cached", vec![1.0f32; 256], ReduceOp::Average)
+                    .unwrap();
+            }
+            format!("{sums:?}\n{mismatch}\n{}", hvd.stats().cache_hits)
+        }
+        "die" => {
+            hvd.allreduce("warmup", vec![1u8], ReduceOp::Sum).unwrap();
+            if rank == 2 {
+                // Gone without a word: no shutdown, no error exit the launcher would act on.
+                std::process::exit(0);
+            }
+            let started = Instant::now();
+            let err = hvd
+                .allreduce("grad", vec![1.0f32; 1 << 20], ReduceOp::Sum)
+                .unwrap_err();
+            format!("{err}\n{}", started.elapsed().as_millis())
+        }
+        "freeze" => {
+            hvd.allreduce("warmup", vec![1u8], ReduceOp::Sum).unwrap();
+            if rank == 2 {
+                // Frozen, as by SIGSTOP from a debugger or a stuck device: alive, silent.
+                // SAFETY: raise(3) has no memory-safety preconditions.
+                unsafe { libc::raise(libc::SIGSTOP) };
+            }
+            let started = Instant::now();
+            let err = loop {
+                if let Err(e) = hvd.allreduce("grad", vec![1.0f32; 1 << 16], ReduceOp::Sum) {
+                    break e;
+                }
+            };
+            std::fs::write(
+                report_path(&out, rank),
+                format!("{err}\n{}", started.elapsed().as_millis()),
+            )
+            .unwrap();
+            // Fail, as a training script would: the launcher then gives its verdict.
+            std::process::exit(1);
+        }
+        other => panic!("unknown scenario {other}"),
+    };
+    std::fs::write(report_path(&out, rank), report).unwrap();
+}
+
+#[test]
+fn negotiation_and_the_cache_work_across_processes() {
+    let (outcome, reports) = launch(3, "basics");
+    assert_eq!(outcome, JobOutcome::Success);
+    for report in reports {
+        let report = report.expect("every rank reports");
+        let lines: Vec<&str> = report.lines().collect();
+        assert_eq!(lines[0], "[3, 3, 3]");
+        assert!(
+            lines[1].starts_with(
+                "Mismatched shapes for tensor 'grad.w1': rank 0 has [1], rank 1 has [2]"
+            ),
+            "{report}"
+        );
+        assert_eq!(lines[2], "9");
+    }
+}
+
+#[test]
+fn a_rank_that_dies_fails_the_others_quickly_naming_it() {
+    let (_, reports) = launch(3, "die");
+    for report in &reports[..2] {
+        let report = report.as_ref().expect("surviving ranks report");
+        let (message, millis) = report.split_once('\n').unwrap();
+        assert!(message.contains("rank 2"), "{message}");
+        assert!(
+            millis.parse::<u64>().unwrap() < Duration::from_secs(10).as_millis() as u64,
+            "{report}"
+        );
+    }
+    assert!(reports[2].is_none());
+}
+
+/// Rank 2 freezes; checks what the survivors and the launcher say, over `backend` with
+/// a 2 s timeout.
+fn frozen_rank_is_named(backend: &str, timeout_var: &str) {
+    for trial in 0..2 {
+        let (outcome, reports) =
+            launch_with(3, "freeze", &[("HVD_BACKEND", backend), (timeout_var, "2")]);
+        for (rank, report) in reports[..2].iter().enumerate() {
+            let report = report.as_ref().expect("surviving ranks report");
+            let (message, millis) = report.split_once('\n').unwrap();
+            let direct =
+                format!("rank {rank}: negotiation timed out after 2s waiting for rank 2 (");
+            let reported =
+                format!("rank {rank}: lost rank 2 during negotiation: reported by rank ");
+            assert!(
+                message.starts_with(&direct) || message.starts_with(&reported),
+                "trial {trial}: {message}"
+            );
+            assert!(
+                message.contains("; this rank's waiting tensors: 'grad'"),
+                "trial {trial}: {message}"
+            );
+            assert!(
+                millis.parse::<u64>().unwrap() < 8000,
+                "trial {trial}: {report}"
+            );
+        }
+        match outcome {
+            JobOutcome::Failed {
+                rank,
+                status,
+                lost_by,
+                ..
+            } => {
+                assert_eq!(rank, 2, "trial {trial}");
+                assert_eq!(
+                    status, "still running when its peers lost it: frozen, stopped or stuck?",
+                    "trial {trial}"
+                );
+                assert_eq!(lost_by, [0, 1], "trial {trial}");
+            }
+            other => panic!("trial {trial}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_frozen_rank_is_named_by_every_survivor_and_the_launcher_over_tcp() {
+    frozen_rank_is_named("tcp", "HVD_TCP_TIMEOUT");
+}
+
+#[test]
+fn a_frozen_rank_is_named_by_every_survivor_and_the_launcher_over_shm() {
+    frozen_rank_is_named("shm", "HVD_SHM_TIMEOUT");
+}
