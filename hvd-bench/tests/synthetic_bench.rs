@@ -88,10 +88,13 @@ fn json_sweep_reports_efficiency_against_the_one_rank_job() {
 
 #[test]
 fn text_output_has_horovods_lines_and_the_table() {
-    let text = stdout(&bench(&[&SHORT[..], &["--np", "2"]].concat()));
+    let text = stdout(&bench(
+        &[&SHORT[..], &["--np", "2", "--compression", "none,bf16"]].concat(),
+    ));
     for line in [
         "Model: resnet50 (224x224 images), 25557032 parameters in 161 tensors",
-        "Fusion: on, 2 rank(s)",
+        "Fusion: on, compression: none, 2 rank(s)",
+        "Fusion: on, compression: bf16, 2 rank(s)",
         "Iter #0: ",
         "Iter #1: ",
         "Img/sec per rank: ",
@@ -100,16 +103,26 @@ fn text_output_has_horovods_lines_and_the_table() {
     ] {
         assert!(text.contains(line), "no {line:?} in:\n{text}");
     }
-    let row = text.lines().last().unwrap_or_default();
-    let fields: Vec<&str> = row.split_whitespace().collect();
-    // fusion, ranks, img/sec/rank, +-, total, scaling (no 1-rank job: -), vs compute, vs off
-    assert_eq!(fields.len(), 8, "{row}");
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .rev()
+        .take(2)
+        .map(|row| row.split_whitespace().collect())
+        .collect();
+    // fusion, compression, ranks, img/sec/rank, +-, total, scaling (no 1-rank job: -),
+    // vs compute, vs fusion off (not measured: -), vs no compression
+    let (bf16, none) = (&rows[0], &rows[1]);
+    assert_eq!(none.len(), 10, "{none:?}");
     assert_eq!(
-        (fields[0], fields[1], fields[5], fields[7]),
-        ("on", "2", "-", "-")
+        (none[0], none[1], none[2], none[6], none[8], none[9]),
+        ("on", "none", "2", "-", "-", "-")
     );
-    let rate: f64 = fields[2].parse().unwrap_or(0.0);
-    assert!(rate > 0.0 && rate.is_finite(), "{row}");
+    assert_eq!((bf16[1], bf16[2]), ("bf16", "2"), "{bf16:?}");
+    assert!(bf16[9].ends_with('%') && bf16[9] != "-", "{bf16:?}");
+    for row in rows {
+        let rate: f64 = row[3].parse().unwrap_or(0.0);
+        assert!(rate > 0.0 && rate.is_finite(), "{row:?}");
+    }
 }
 
 #[test]
@@ -119,6 +132,10 @@ fn bad_options_fail_before_any_rank_starts() {
         (
             &["--np", "2", "--fusion", "maybe"][..],
             "--fusion takes on, off or a buffer size",
+        ),
+        (
+            &["--np", "2", "--compression", "fp8"][..],
+            "--compression takes none, fp16 or bf16",
         ),
         (
             &["--np", "2", "--model", "alexnet"][..],

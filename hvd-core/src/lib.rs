@@ -54,6 +54,7 @@
 //! a `Collective`: it asks [`Collective::supports`] and forwards.
 
 pub mod collective;
+pub mod compression;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod device;
@@ -75,6 +76,7 @@ pub mod units;
 pub mod validate;
 
 pub use collective::{Collective, allgather_bytes, gather_counts, split_by_counts};
+pub use compression::Compression;
 pub use device::Device;
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};

@@ -5,8 +5,8 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use hvd_core::Result;
 use hvd_core::units::{self, TimeUnit};
+use hvd_core::{Compression, Result};
 
 use hvd_core::env;
 
@@ -22,6 +22,10 @@ pub struct Config {
     /// Tensor Fusion buffer size (`HVD_FUSION_THRESHOLD`; default 128 MiB; 0 turns fusion
     /// off).
     pub fusion_threshold: usize,
+    /// How allreduces send f32 and f64 tensors unless a call says otherwise
+    /// (`HVD_COMPRESSION`: `none`, `fp16` or `bf16`; default none). Every rank must use
+    /// the same.
+    pub compression: Compression,
     /// Warn about tensors some ranks have not submitted after this long
     /// (`HVD_STALL_CHECK_TIME`, seconds; default 60; `HVD_STALL_CHECK_DISABLE=1` turns the
     /// stall inspector off).
@@ -49,6 +53,7 @@ impl Default for Config {
             cycle_time: Duration::from_millis(1),
             cache_capacity: 1024,
             fusion_threshold: 128 << 20,
+            compression: Compression::None,
             stall_check: Some(Duration::from_secs(60)),
             stall_shutdown: Some(Duration::from_secs(300)),
             autotune: false,
@@ -90,6 +95,13 @@ impl Config {
         }
         if let Some((name, value)) = env::lookup("FUSION_THRESHOLD") {
             config.fusion_threshold = units::parse_bytes(&name, &value)?;
+        }
+        if let Some((name, value)) = env::lookup("COMPRESSION") {
+            config.compression = value.parse().map_err(|_| hvd_core::Error::Config {
+                name,
+                value,
+                expected: "none, fp16 or bf16".into(),
+            })?;
         }
         if let Some(t) = duration(
             &["STALL_CHECK_TIME", "STALL_CHECK_TIME_SECONDS"],
@@ -134,6 +146,7 @@ impl fmt::Display for Config {
             "HVD_FUSION_THRESHOLD    {}",
             units::format_bytes(self.fusion_threshold)
         )?;
+        writeln!(f, "HVD_COMPRESSION         {}", self.compression)?;
         writeln!(f, "HVD_STALL_CHECK_TIME    {}", seconds(self.stall_check))?;
         write!(
             f,

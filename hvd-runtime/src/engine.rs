@@ -23,6 +23,7 @@ use crate::autotune::Params;
 
 use super::buffer::AnyBuffer;
 use super::cache::ResponseCache;
+use super::compress::WireBuffers;
 use super::config::Config;
 use super::control_errors::while_negotiating;
 use super::handle::Slot;
@@ -93,6 +94,8 @@ pub(crate) struct Engine {
     pub(super) stats: Arc<Stats>,
     pub(super) registry: Option<Arc<dyn SetRegistry>>,
     pub(super) pending: HashMap<String, Pending>,
+    /// Wire buffers of compressed allreduces, kept for the next batch.
+    pub(super) wire_buffers: WireBuffers,
     table: MessageTable,
     cache: ResponseCache,
     stall: StallInspector,
@@ -130,6 +133,7 @@ impl Engine {
             stats: parts.stats,
             registry: parts.registry,
             pending: HashMap::new(),
+            wire_buffers: WireBuffers::default(),
             table: MessageTable::new(size),
             cache: ResponseCache::new(parts.config.cache_capacity),
             stall: StallInspector::new(rank, parts.config.stall_check, parts.config.stall_shutdown),

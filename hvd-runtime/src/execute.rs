@@ -3,6 +3,7 @@
 use hvd_core::{Error, Reduction, Result, Tensor, TensorMut};
 
 use super::buffer::{AnyBuffer, RawBuffer};
+use super::compress::{narrowed, widen_into};
 use super::engine::{Engine, Pending};
 use super::handle::Outcome;
 use super::request::OpKind;
@@ -112,18 +113,30 @@ impl Engine {
         }
     }
 
+    /// Runs `run` over views of the batch's tensors: the tensors themselves, or the
+    /// wire buffers of those the plan compresses.
     fn batched(
-        &self,
+        &mut self,
         batch: &mut [Item],
         run: impl FnOnce(&dyn hvd_core::Collective, &mut [TensorMut<'_>]) -> Result<()>,
     ) -> Result<Vec<Outcome>> {
+        let spares = self.wire_buffers.for_batch(batch.len());
         {
             let mut views = Vec::with_capacity(batch.len());
-            for item in batch.iter_mut() {
+            for (item, spare) in batch.iter_mut().zip(spares.iter_mut()) {
+                let wire = item.plan.wire;
                 let (name, buffer) = item.parts();
-                views.push(view(name, buffer)?);
+                views.push(match wire {
+                    Some(wire) => narrowed(name, buffer.as_ref(), wire, spare)?,
+                    None => view(name, buffer)?,
+                });
             }
             run(self.stack.collective(), &mut views)?;
+        }
+        for (item, spare) in batch.iter_mut().zip(spares.iter()) {
+            if let Some(wire) = item.plan.wire {
+                widen_into(item.parts().1.as_mut(), wire, spare);
+            }
         }
         Ok(batch
             .iter_mut()

@@ -12,6 +12,7 @@
 mod autotune;
 mod buffer;
 mod cache;
+mod compress;
 mod config;
 mod control_errors;
 mod engine;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use hvd_core::{Error, ReduceOp, Reduction, Result, Topology, validate};
+use hvd_core::{Compression, Error, ReduceOp, Reduction, Result, Topology, validate};
 
 use super::buffer::Buffer;
 use super::handle::{Handle, Outcome, Slot, unexpected};
@@ -198,12 +198,29 @@ impl ProcessSet {
         self.allreduce_with_async(name, tensor, Reduction::new(op))
     }
 
-    /// Starts an allreduce with scale factors.
+    /// Starts an allreduce with scale factors, its float tensors compressed as the
+    /// configuration says ([`Config::compression`](crate::Config::compression)).
     pub fn allreduce_with_async<B: Buffer>(
         &self,
         name: &str,
         tensor: B,
         reduction: Reduction,
+    ) -> Result<Handle<B>> {
+        let compression = self.engine("allreduce", name)?.compression;
+        self.allreduce_compressed_async(name, tensor, reduction, compression)
+    }
+
+    /// Starts an allreduce whose tensor, when it is f32 or f64, travels as `compression`
+    /// says whatever the configuration's default: narrowed to f16 or bf16 for the
+    /// transport and widened back into `tensor` (Horovod's `Compression.fp16`). Every
+    /// rank must pass the same compression for a tensor: a difference fails the call on
+    /// every rank.
+    pub fn allreduce_compressed_async<B: Buffer>(
+        &self,
+        name: &str,
+        tensor: B,
+        reduction: Reduction,
+        compression: Compression,
     ) -> Result<Handle<B>> {
         validate::reduction_dtype(
             self.global_rank,
@@ -214,6 +231,7 @@ impl ProcessSet {
         )?;
         let mut request = self.tensor_request(name, OpKind::Allreduce, &tensor)?;
         request.reduction = reduction;
+        request.compression = compression;
         self.submit(request, Some(Box::new(tensor)), buffer_of::<B>)
     }
 

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use hvd_core::{DType, Device, ReduceOp, Reduction};
+use hvd_core::{Compression, DType, Device, ReduceOp, Reduction};
 
 /// The collective a request is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -81,6 +81,8 @@ pub(crate) struct Request {
     pub shape: Vec<usize>,
     pub device: Device,
     pub reduction: Reduction,
+    /// Allreduce: how float tensors travel (narrowed to 16 bits, or as they are).
+    pub compression: Compression,
     /// Broadcast root (or the process set id to remove).
     pub root: usize,
     /// Alltoall: rows sent to each rank. AddProcessSet: the member ranks.
@@ -97,6 +99,7 @@ impl Request {
             shape,
             device: Device::Cpu,
             reduction: Reduction::new(ReduceOp::Sum),
+            compression: Compression::None,
             root: 0,
             splits: Vec::new(),
         }

@@ -14,6 +14,8 @@ pub(crate) struct Plan {
     pub shape: Vec<usize>,
     pub device: Device,
     pub reduction: Reduction,
+    /// The dtype float tensors travel as, when an allreduce compresses them.
+    pub wire: Option<DType>,
     pub root: usize,
     /// Every rank's first dim (0 for joined ranks).
     pub rows: Vec<usize>,
@@ -125,6 +127,12 @@ fn agree(name: &str, (ra, a): (usize, &Request), (rb, b): (usize, &Request)) -> 
             (ra, &x.postscale),
             (rb, &y.postscale),
         )?;
+        same(
+            "compressions",
+            name,
+            (ra, &a.compression),
+            (rb, &b.compression),
+        )?;
     }
     match a.kind {
         OpKind::Broadcast => same("root ranks", name, (ra, &a.root), (rb, &b.root))?,
@@ -186,6 +194,10 @@ pub(crate) fn decide(name: &str, requests: &[Option<Request>], last_joined: usiz
         shape: request.shape.clone(),
         device: request.device,
         reduction: request.reduction,
+        wire: match kind {
+            OpKind::Allreduce => request.compression.wire_dtype(request.dtype),
+            _ => None,
+        },
         root: request.root,
         rows: requests
             .iter()

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use hvd_core::{Collective, Error, Result, Topology};
+use hvd_core::{Collective, Compression, Error, Result, Topology};
 
 use super::config::Config;
 use super::engine::{Engine, EngineParts, SetRegistry};
@@ -20,6 +20,8 @@ pub(crate) struct SetEngine {
     pub topology: Topology,
     pub queue: Arc<Queue>,
     pub stats: Arc<Stats>,
+    /// How allreduces that do not say otherwise send float tensors.
+    pub compression: Compression,
     /// Numbers barriers, which have no name of their own.
     pub barriers: AtomicU64,
     /// Numbers process-set additions, which every rank makes in the same order: a name
@@ -71,6 +73,7 @@ impl SetEngine {
             topology: transport.topology().clone(),
             queue,
             stats,
+            compression: config.compression,
             barriers: AtomicU64::new(0),
             set_additions: AtomicU64::new(0),
             removed: AtomicBool::new(false),

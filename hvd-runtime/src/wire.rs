@@ -3,7 +3,7 @@
 //! Decoding is defensive: every length is checked against the bytes that are left and
 //! against a limit, so garbage gives an error instead of a panic or a huge allocation.
 
-use hvd_core::{DType, Device, Error, ReduceOp, Reduction, Result};
+use hvd_core::{Compression, DType, Device, Error, ReduceOp, Reduction, Result};
 
 use super::request::{OpKind, Request};
 use crate::autotune::Params;
@@ -141,6 +141,7 @@ fn encode_request(w: &mut Writer, r: &Request) {
     w.u8(r.reduction.op.code());
     w.f64(r.reduction.prescale);
     w.f64(r.reduction.postscale);
+    w.u8(r.compression.code());
     w.u64(r.root as u64);
     w.usizes(&r.splits);
 }
@@ -162,6 +163,8 @@ fn decode_request(r: &mut Reader<'_>) -> Result<Request> {
     let reduction = Reduction::new(op)
         .with_prescale(r.f64("prescale")?)
         .with_postscale(r.f64("postscale")?);
+    let compression =
+        Compression::from_code(r.u8("compression")?).ok_or_else(|| r.bad("unknown compression"))?;
     let root = r.usize("root")?;
     let splits = r.usizes("splits")?;
     Ok(Request {
@@ -171,6 +174,7 @@ fn decode_request(r: &mut Reader<'_>) -> Result<Request> {
         shape,
         device,
         reduction,
+        compression,
         root,
         splits,
     })
@@ -268,10 +272,10 @@ mod tests {
             any::<f64>(),
             0usize..64,
             proptest::collection::vec(0usize..100, 0..5),
-            proptest::option::of(0u32..8),
+            (proptest::option::of(0u32..8), 0..Compression::ALL.len()),
         )
             .prop_map(
-                |(name, k, d, shape, o, scale, root, splits, cuda)| Request {
+                |(name, k, d, shape, o, scale, root, splits, (cuda, c))| Request {
                     name,
                     kind: OpKind::ALL[k],
                     dtype: DType::ALL[d],
@@ -280,6 +284,7 @@ mod tests {
                     reduction: Reduction::new(ReduceOp::ALL[o])
                         .with_prescale(scale)
                         .with_postscale(0.5),
+                    compression: Compression::ALL[c],
                     root,
                     splits,
                 },

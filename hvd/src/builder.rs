@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use hvd_core::{Collective, Result};
+use hvd_core::{Collective, Compression, Result};
 use hvd_runtime::{Config, Hvd};
 
 use crate::{Backend, logging, transport};
@@ -20,6 +20,7 @@ pub struct Builder {
     config: Option<Config>,
     collective: Option<Arc<dyn Collective>>,
     backend: Option<Backend>,
+    compression: Option<Compression>,
     process_sets: Vec<Vec<usize>>,
 }
 
@@ -28,6 +29,7 @@ impl std::fmt::Debug for Builder {
         f.debug_struct("Builder")
             .field("config", &self.config)
             .field("backend", &self.backend)
+            .field("compression", &self.compression)
             .field("process_sets", &self.process_sets)
             .finish_non_exhaustive()
     }
@@ -57,6 +59,15 @@ impl Builder {
         self
     }
 
+    /// Sends f32 and f64 tensors of allreduces as 16-bit floats (Horovod's
+    /// `Compression.fp16`), whatever the configuration says (`HVD_COMPRESSION`); a call
+    /// can still choose with
+    /// [`allreduce_compressed_async`](hvd_runtime::ProcessSet::allreduce_compressed_async).
+    pub fn compression(mut self, compression: Compression) -> Self {
+        self.compression = Some(compression);
+        self
+    }
+
     /// Process sets to create at start (ids 1, 2, ... in this order).
     pub fn process_sets(mut self, sets: Vec<Vec<usize>>) -> Self {
         self.process_sets = sets;
@@ -67,10 +78,13 @@ impl Builder {
     /// creates the static process sets.
     pub fn build(self) -> Result<Hvd> {
         logging::install()?;
-        let config = match self.config {
+        let mut config = match self.config {
             Some(config) => config,
             None => Config::from_env()?,
         };
+        if let Some(compression) = self.compression {
+            config.compression = compression;
+        }
         let transport: Arc<dyn Collective> = match self.collective {
             Some(collective) => collective,
             None => {

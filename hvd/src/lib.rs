@@ -55,8 +55,8 @@ mod world;
 
 pub use builder::{Builder, init};
 pub use hvd_core::{
-    self as core, Collective, DType, Device, Element, Error, ReduceOp, Reduction, Result, Store,
-    Tensor, TensorMut, Topology, env,
+    self as core, Collective, Compression, DType, Device, Element, Error, ReduceOp, Reduction,
+    Result, Store, Tensor, TensorMut, Topology, env,
 };
 pub use hvd_rendezvous as rendezvous;
 pub use hvd_runtime::{

@@ -197,6 +197,49 @@ fn average_gradients_returns_the_mean_without_stepping() {
 }
 
 #[test]
+fn compressed_gradients_are_averaged_at_the_wire_precision() {
+    let results = common::job(2, common::config(), |hvd| {
+        let device = Device::Cpu;
+        let (varmap, linear) = model(&device);
+        let sgd = SGD::new(varmap.all_vars(), LR).unwrap();
+        let optimizer = DistributedOptimizer::new(&hvd, sgd, &varmap)
+            .unwrap()
+            .compression(hvd::Compression::Bf16);
+        let grads = loss(&linear, hvd.rank(), 0, &device).backward().unwrap();
+        let averaged = optimizer.average_gradients(&grads).unwrap();
+        let flat = |store: &candle_core::backprop::GradStore| -> Vec<f32> {
+            named_vars(&varmap)
+                .unwrap()
+                .iter()
+                .flat_map(|(_, v)| {
+                    store
+                        .get(v)
+                        .unwrap()
+                        .flatten_all()
+                        .unwrap()
+                        .to_vec1::<f32>()
+                        .unwrap()
+                })
+                .collect()
+        };
+        (flat(&grads), flat(&averaged))
+    });
+    let bf16 = |x: f32| hvd::core::bf16::from_f32(x).to_f32();
+    let (a, b) = (&results[0].0, &results[1].0);
+    // Each rank's gradient rounded to bf16, summed and rounded again; halving is exact.
+    let expected: Vec<f32> = a
+        .iter()
+        .zip(b)
+        .map(|(a, b)| bf16(bf16(*a) + bf16(*b)) / 2.0)
+        .collect();
+    let exact: Vec<f32> = a.iter().zip(b).map(|(a, b)| (a + b) / 2.0).collect();
+    for (_, averaged) in &results {
+        assert_eq!(averaged, &expected);
+        assert_ne!(averaged, &exact, "the gradients went through bf16");
+    }
+}
+
+#[test]
 fn a_parameter_without_a_gradient_on_one_rank_counts_as_zeros() {
     let results = common::job(2, common::config(), |hvd| {
         let device = Device::Cpu;

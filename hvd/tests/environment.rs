@@ -128,14 +128,15 @@ fn configuration_takes_units_aliases_and_names_bad_values() {
                 ("HVD_CYCLE_TIME", "2.5"),
                 ("HOROVOD_FUSION_THRESHOLD", "64MiB"),
                 ("HVD_STALL_CHECK_TIME", "2m"),
-                ("HVD_CACHE_CAPACITY", "0")
+                ("HVD_CACHE_CAPACITY", "0"),
+                ("HVD_COMPRESSION", "BF16")
             ]
         ),
-        "HVD_CYCLE_TIME          2.5ms | HVD_CACHE_CAPACITY      0 | HVD_FUSION_THRESHOLD    64M | HVD_STALL_CHECK_TIME    120s | HVD_STALL_SHUTDOWN_TIME 300s"
+        "HVD_CYCLE_TIME          2.5ms | HVD_CACHE_CAPACITY      0 | HVD_FUSION_THRESHOLD    64M | HVD_COMPRESSION         bf16 | HVD_STALL_CHECK_TIME    120s | HVD_STALL_SHUTDOWN_TIME 300s"
     );
     assert_eq!(
         child_with("print_config", &[("HOROVOD_STALL_CHECK_DISABLE", "1")]),
-        "HVD_CYCLE_TIME          1ms | HVD_CACHE_CAPACITY      1024 | HVD_FUSION_THRESHOLD    128M | HVD_STALL_CHECK_TIME    off | HVD_STALL_SHUTDOWN_TIME off"
+        "HVD_CYCLE_TIME          1ms | HVD_CACHE_CAPACITY      1024 | HVD_FUSION_THRESHOLD    128M | HVD_COMPRESSION         none | HVD_STALL_CHECK_TIME    off | HVD_STALL_SHUTDOWN_TIME off"
     );
     assert_eq!(
         child_with("print_config", &[("HVD_FUSION_THRESHOLD", "lots")]),
@@ -143,6 +144,10 @@ fn configuration_takes_units_aliases_and_names_bad_values() {
             "error: invalid value \"lots\" for HVD_FUSION_THRESHOLD: expected {}",
             hvd::core::units::BYTE_FORMS
         )
+    );
+    assert_eq!(
+        child_with("print_config", &[("HVD_COMPRESSION", "fp8")]),
+        "error: invalid value \"fp8\" for HVD_COMPRESSION: expected none, fp16 or bf16"
     );
     assert_eq!(
         child_with("print_config", &[("HOROVOD_CACHE_CAPACITY", "-3")]),

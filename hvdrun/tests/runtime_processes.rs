@@ -80,6 +80,23 @@ fn rank_body() {
             }
             format!("{sums:?}\n{mismatch}\n{}", hvd.stats().cache_hits)
         }
+        "compression" => {
+            // 1 + 2^-10 is an f16 but not a bf16; many tensors, so that they are fused.
+            let handles: Vec<_> = (0..20)
+                .map(|i| {
+                    let value = 1.0f32 + 1.0 / 1024.0;
+                    hvd.allreduce_async(&format!("grad.{i}"), vec![value; 1000 + i], ReduceOp::Sum)
+                        .unwrap()
+                })
+                .collect();
+            let sums: Vec<f32> = handles
+                .into_iter()
+                .flat_map(|h| h.wait().unwrap())
+                .collect();
+            let first = sums[0];
+            let same = sums.iter().all(|s| *s == first);
+            format!("{} {first} {same}", hvd.config().compression)
+        }
         "die" => {
             hvd.allreduce("warmup", vec![1u8], ReduceOp::Sum).unwrap();
             if rank == 2 {
@@ -133,6 +150,25 @@ fn negotiation_and_the_cache_work_across_processes() {
             "{report}"
         );
         assert_eq!(lines[2], "9");
+    }
+}
+
+#[test]
+fn hvd_compression_sends_gradients_as_sixteen_bit_floats() {
+    // Four ranks sum 1 + 2^-10: exact as f32 and f16 (4.00390625), 4 in bf16.
+    for (compression, sum) in [("none", "4.0039063"), ("fp16", "4.0039063"), ("bf16", "4")] {
+        let (outcome, reports) = launch_with(
+            4,
+            "compression",
+            &[("HVD_TCP_TIMEOUT", "20"), ("HVD_COMPRESSION", compression)],
+        );
+        assert_eq!(outcome, JobOutcome::Success, "{compression}");
+        for report in reports {
+            assert_eq!(
+                report.as_deref(),
+                Some(format!("{compression} {sum} true").as_str())
+            );
+        }
     }
 }
 

@@ -53,7 +53,7 @@ pub fn run(args: &SyntheticArgs, launched: bool) -> Result<(), String> {
     }
 }
 
-/// One rank: every fusion setting over one connection; rank 0 reports.
+/// One rank: every fusion and compression setting over one connection; rank 0 reports.
 fn run_rank(settings: &Settings, setup: &Setup<'_>, backend: Backend) -> hvd::Result<()> {
     let args = &settings.args;
     let world = transport::world(backend)?;
@@ -72,13 +72,22 @@ fn run_rank(settings: &Settings, setup: &Setup<'_>, backend: Backend) -> hvd::Re
     if text {
         println!("{}", setup.header());
     }
-    let mut all = Vec::with_capacity(settings.fusion.len());
+    let mut all = Vec::with_capacity(settings.fusion.len() * settings.compression.len());
     for fusion in &settings.fusion {
-        let measured = rank::measure(transport.clone(), settings, setup.model, setup.plan, fusion)?;
-        if text {
-            println!("{}", setup.measurement(&measured));
+        for &compression in &settings.compression {
+            let measured = rank::measure(
+                transport.clone(),
+                settings,
+                setup.model,
+                setup.plan,
+                fusion,
+                compression,
+            )?;
+            if text {
+                println!("{}", setup.measurement(&measured));
+            }
+            all.push(measured);
         }
-        all.push(measured);
     }
     if !leader {
         return Ok(());

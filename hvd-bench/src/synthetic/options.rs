@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use clap::Args;
-use hvd::Config;
 use hvd::core::units::{self, TimeUnit};
+use hvd::{Compression, Config};
 
 use super::models::Architecture;
 
@@ -44,6 +44,10 @@ pub struct SyntheticArgs {
     /// them to measure one after another in each job, such as on,off.
     #[arg(long, value_delimiter = ',', default_value = "on")]
     pub fusion: Vec<String>,
+    /// Gradient compression: none, fp16 or bf16 (gradients travel as 16-bit floats), or
+    /// a list of them to measure one after another in each job, such as none,bf16.
+    #[arg(long, value_delimiter = ',', default_value = "none")]
+    pub compression: Vec<String>,
     /// The runtime's cycle time (milliseconds, or 500us, 5ms ...; default HVD_CYCLE_TIME
     /// or 1 ms).
     #[arg(long)]
@@ -81,6 +85,7 @@ impl FusionSetting {
 pub struct Settings {
     pub args: SyntheticArgs,
     pub fusion: Vec<FusionSetting>,
+    pub compression: Vec<Compression>,
     pub cycle_time: Option<Duration>,
 }
 
@@ -121,6 +126,14 @@ impl SyntheticArgs {
             .iter()
             .map(|f| FusionSetting::parse(f))
             .collect::<Result<Vec<_>, _>>()?;
+        let compression = self
+            .compression
+            .iter()
+            .map(|c| {
+                c.parse::<Compression>()
+                    .map_err(|_| format!("--compression takes none, fp16 or bf16, got {c:?}"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let cycle_time = self
             .cycle_time
             .as_deref()
@@ -130,6 +143,7 @@ impl SyntheticArgs {
         Ok(Settings {
             args: self.clone(),
             fusion,
+            compression,
             cycle_time,
         })
     }
@@ -165,7 +179,7 @@ mod tests {
 
     #[test]
     fn bad_values_are_named() {
-        let cases: [(&[&str], &str); 6] = [
+        let cases: [(&[&str], &str); 7] = [
             (&["--np", "1,0"], "--np takes rank counts of at least 1"),
             (&["--iters", "0"], "--iters must be at least 1"),
             (
@@ -181,6 +195,10 @@ mod tests {
                 "--fusion takes on, off or a buffer size",
             ),
             (&["--cycle-time", "fast"], "--cycle-time"),
+            (
+                &["--compression", "none,fp8"],
+                "--compression takes none, fp16 or bf16, got \"fp8\"",
+            ),
         ];
         for (line, text) in cases {
             let error = validate(line).expect_err(text);

@@ -6,7 +6,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
 
-use hvd::{Collective, Config, Handle, Hvd, ReduceOp, Result};
+use hvd::{Collective, Compression, Config, Handle, Hvd, ReduceOp, Result};
 
 use super::compute::ComputePlan;
 use super::models::Model;
@@ -70,7 +70,7 @@ impl<'a> Gradients<'a> {
     }
 }
 
-/// Measures one fusion setting over `transport`: warm-up batches, then timed
+/// Measures one fusion and compression setting over `transport`: warm-up batches, then timed
 /// iterations; every rank returns the slowest rank's images per second per iteration.
 pub fn measure(
     transport: Arc<dyn Collective>,
@@ -78,11 +78,13 @@ pub fn measure(
     model: &Model,
     plan: &ComputePlan,
     fusion: &FusionSetting,
+    compression: Compression,
 ) -> Result<Measurement> {
     let args = &settings.args;
     let base = Config::from_env()?;
     let config = Config {
         fusion_threshold: fusion.threshold,
+        compression,
         cycle_time: settings.cycle_time.unwrap_or(base.cycle_time),
         ..base
     };
@@ -109,6 +111,7 @@ pub fn measure(
     Ok(Measurement {
         np,
         fusion: fusion.label.clone(),
+        compression,
         images_per_sec: slowest.iter().map(|s| images / s).collect(),
     })
 }

@@ -2,14 +2,17 @@
 //! (`Iter #0: ... img/sec per rank`, `Img/sec per rank: X +- Y`, `Total img/sec on N
 //! rank(s): Z +- W`), then one table (or JSON lines) with scaling efficiency.
 
+use hvd::Compression;
+
 use super::compute::ComputePlan;
 use super::models::Model;
 
-/// One fusion setting measured on `np` ranks.
+/// One fusion and compression setting measured on `np` ranks.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Measurement {
     pub np: usize,
     pub fusion: String,
+    pub compression: Compression,
     /// Images per second per rank of each timed iteration (the slowest rank's time).
     pub images_per_sec: Vec<f64>,
 }
@@ -39,20 +42,31 @@ impl Measurement {
     /// One line of the results file a launching process reads back.
     pub fn to_record(&self) -> String {
         let rates: Vec<String> = self.images_per_sec.iter().map(f64::to_string).collect();
-        format!("{}\t{}\t{}", self.np, self.fusion, rates.join(","))
+        format!(
+            "{}\t{}\t{}\t{}",
+            self.np,
+            self.fusion,
+            self.compression,
+            rates.join(",")
+        )
     }
 
     pub fn from_record(line: &str) -> Result<Measurement, String> {
         let bad = || format!("malformed result line {line:?}");
         let mut fields = line.split('\t');
-        let (Some(np), Some(fusion), Some(rates), None) =
-            (fields.next(), fields.next(), fields.next(), fields.next())
-        else {
+        let (Some(np), Some(fusion), Some(compression), Some(rates), None) = (
+            fields.next(),
+            fields.next(),
+            fields.next(),
+            fields.next(),
+            fields.next(),
+        ) else {
             return Err(bad());
         };
         Ok(Measurement {
             np: np.parse().map_err(|_| bad())?,
             fusion: fusion.to_owned(),
+            compression: compression.parse().map_err(|_| bad())?,
             images_per_sec: rates
                 .split(',')
                 .map(|r| r.parse().map_err(|_| bad()))
@@ -99,7 +113,10 @@ impl Setup<'_> {
 
     /// Horovod's lines for one measurement.
     pub fn measurement(&self, m: &Measurement) -> String {
-        let mut lines = vec![format!("Fusion: {}, {} rank(s)", m.fusion, m.np)];
+        let mut lines = vec![format!(
+            "Fusion: {}, compression: {}, {} rank(s)",
+            m.fusion, m.compression, m.np
+        )];
         for (i, rate) in m.images_per_sec.iter().enumerate() {
             lines.push(format!("Iter #{i}: {rate:.1} img/sec per rank"));
         }
@@ -118,17 +135,34 @@ impl Setup<'_> {
     }
 
     /// Scaling efficiency: total img/sec over `np` times the 1-rank job's (same fusion
-    /// setting), as Horovod defines it.
+    /// and compression), as Horovod defines it.
     fn scaling(&self, all: &[Measurement], m: &Measurement) -> Option<f64> {
         all.iter()
-            .find(|b| b.np == 1 && b.fusion == m.fusion)
+            .find(|b| b.np == 1 && b.fusion == m.fusion && b.compression == m.compression)
             .map(|b| m.total() / (m.np as f64 * b.mean()))
     }
 
-    /// Total img/sec over the same job's with fusion off.
+    /// Total img/sec over the same job's with fusion off (same compression).
     fn fusion_speedup(&self, all: &[Measurement], m: &Measurement) -> Option<f64> {
         all.iter()
-            .find(|b| b.np == m.np && b.fusion == "off" && m.fusion != "off")
+            .find(|b| {
+                b.np == m.np
+                    && b.compression == m.compression
+                    && b.fusion == "off"
+                    && m.fusion != "off"
+            })
+            .map(|b| m.total() / b.total())
+    }
+
+    /// Total img/sec over the same job's without compression (same fusion).
+    fn compression_speedup(&self, all: &[Measurement], m: &Measurement) -> Option<f64> {
+        all.iter()
+            .find(|b| {
+                b.np == m.np
+                    && b.fusion == m.fusion
+                    && b.compression == Compression::None
+                    && m.compression != Compression::None
+            })
             .map(|b| m.total() / b.total())
     }
 
@@ -147,31 +181,35 @@ impl Setup<'_> {
                 self.plan.batch().as_secs_f64() * 1e3,
             ));
             lines.push(format!(
-                "# {:<8} {:>5} {:>13} {:>8} {:>14} {:>12} {:>12} {:>14}",
+                "# {:<8} {:<8} {:>5} {:>13} {:>8} {:>14} {:>12} {:>12} {:>14} {:>14}",
                 "fusion",
+                "compress",
                 "ranks",
                 "img/sec/rank",
                 "+-",
                 "total img/sec",
                 "scaling eff",
                 "vs compute",
-                "vs fusion off"
+                "vs fusion off",
+                "vs no compress"
             ));
         }
         for m in all {
             let scaling = self.scaling(all, m);
             let speedup = self.fusion_speedup(all, m);
+            let compressed = self.compression_speedup(all, m);
             let compute = self.compute_rate().map(|rate| m.mean() / rate);
             if json {
                 let null = |x: Option<f64>| x.map_or("null".into(), |x| format!("{x:.4}"));
                 lines.push(format!(
-                    "{{\"op\":\"synthetic\",\"model\":\"{}\",\"np\":{},\"fusion\":\"{}\",\"batch_size\":{},\
+                    "{{\"op\":\"synthetic\",\"model\":\"{}\",\"np\":{},\"fusion\":\"{}\",\"compression\":\"{}\",\"batch_size\":{},\
                      \"compute_ms\":{:.3},\"iters\":{},\"img_sec_per_rank\":{:.3},\"img_sec_per_rank_ci\":{:.3},\
                      \"total_img_sec\":{:.3},\"scaling_efficiency\":{},\"compute_efficiency\":{},\
-                     \"fusion_speedup\":{}}}",
+                     \"fusion_speedup\":{},\"compression_speedup\":{}}}",
                     self.model.architecture.name(),
                     m.np,
                     m.fusion,
+                    m.compression,
                     self.batch_size,
                     self.plan.batch().as_secs_f64() * 1e3,
                     m.images_per_sec.len(),
@@ -181,11 +219,13 @@ impl Setup<'_> {
                     null(scaling),
                     null(compute),
                     null(speedup),
+                    null(compressed),
                 ));
             } else {
                 lines.push(format!(
-                    "  {:<8} {:>5} {:>13.1} {:>8.1} {:>14.1} {:>12} {:>12} {:>14}",
+                    "  {:<8} {:<8} {:>5} {:>13.1} {:>8.1} {:>14.1} {:>12} {:>12} {:>14} {:>14}",
                     m.fusion,
+                    m.compression.name(),
                     m.np,
                     m.mean(),
                     m.spread(),
@@ -193,6 +233,7 @@ impl Setup<'_> {
                     percent(scaling),
                     percent(compute),
                     gain(speedup),
+                    gain(compressed),
                 ));
             }
         }
@@ -207,22 +248,31 @@ mod tests {
     use std::time::Duration;
 
     fn measured(np: usize, fusion: &str, rates: &[f64]) -> Measurement {
+        compressed(np, fusion, Compression::None, rates)
+    }
+
+    fn compressed(np: usize, fusion: &str, compression: Compression, rates: &[f64]) -> Measurement {
         Measurement {
             np,
             fusion: fusion.into(),
+            compression,
             images_per_sec: rates.to_vec(),
         }
     }
 
     #[test]
     fn records_round_trip_and_bad_ones_are_named() {
-        let m = measured(4, "64m", &[101.25, 99.5]);
+        let m = compressed(4, "64m", Compression::Bf16, &[101.25, 99.5]);
         assert_eq!(Measurement::from_record(&m.to_record()), Ok(m));
         let error = Measurement::from_record("4\ton").expect_err("two fields");
         assert_eq!(error, "malformed result line \"4\\ton\"");
         assert_eq!(
-            Measurement::from_record("x\ton\t1"),
-            Err("malformed result line \"x\\ton\\t1\"".to_string())
+            Measurement::from_record("x\ton\tnone\t1"),
+            Err("malformed result line \"x\\ton\\tnone\\t1\"".to_string())
+        );
+        assert_eq!(
+            Measurement::from_record("2\ton\tfp8\t1"),
+            Err("malformed result line \"2\\ton\\tfp8\\t1\"".to_string())
         );
     }
 
@@ -239,15 +289,22 @@ mod tests {
             measured(1, "on", &[100.0, 100.0]),
             measured(2, "on", &[90.0, 80.0]),
             measured(2, "off", &[60.0, 60.0]),
+            compressed(2, "on", Compression::Bf16, &[127.5, 127.5]),
         ];
         let table = setup.summary(&all, false);
         let rows: Vec<&str> = table.lines().skip(2).collect();
-        assert_eq!(rows.len(), 3, "{table}");
+        assert_eq!(rows.len(), 4, "{table}");
         // 2 ranks at 85 img/sec each against 1 rank at 100: 85 %; 170 / 120 = +41.7 %.
         assert!(
-            rows[1].contains("85.0%") && rows[1].ends_with("+41.7%"),
+            rows[1].contains("85.0%") && rows[1].ends_with("+41.7%              -"),
             "{}",
             rows[1]
+        );
+        // bf16 at 255 img/sec against 170 uncompressed: +50 %; no 1-rank bf16 job.
+        assert!(
+            rows[3].contains("bf16") && rows[3].ends_with("+50.0%"),
+            "{}",
+            rows[3]
         );
         // The 2-rank fusion-off job has no 1-rank job of its own.
         assert!(rows[2].contains(" - "), "{}", rows[2]);

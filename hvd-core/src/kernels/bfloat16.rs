@@ -12,7 +12,7 @@ use crate::ReduceOp;
 /// The f32 of a bf16: the bits move to the top half; a NaN gets its quiet bit set, as
 /// `bf16::to_f32` does.
 #[inline(always)]
-fn to_f32(x: bf16) -> f32 {
+pub(super) fn to_f32(x: bf16) -> f32 {
     let wide = f32::from_bits(u32::from(x.to_bits()) << 16);
     if wide.is_nan() {
         f32::from_bits(wide.to_bits() | 0x0040_0000)
@@ -24,7 +24,7 @@ fn to_f32(x: bf16) -> f32 {
 /// The bf16 nearest to an f32, ties to even; a NaN keeps its top mantissa bits and gets
 /// its quiet bit set, as `bf16::from_f32` does.
 #[inline(always)]
-fn from_f32(x: f32) -> bf16 {
+pub(super) fn from_f32(x: f32) -> bf16 {
     let bits = x.to_bits();
     // Adding 0x7fff plus the lowest kept bit carries into the kept bits exactly when the
     // dropped half is above the midpoint, or at it with an odd kept part. Only NaNs can

@@ -13,6 +13,7 @@
 
 mod bfloat16;
 mod binary16;
+pub mod cast;
 mod cpu;
 #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
 mod f16c;

@@ -56,6 +56,13 @@ group = [torch.full((5,), float(rank + i)) for i in range(3)]
 out = hvd.grouped_allreduce(group, op=hvd.Sum, name="group")
 for i, t in enumerate(out):
     close(t, torch.full((5,), float(sum(r + i for r in range(size)))))
+# Compressed to bf16 on the wire, f32 back: 1 + 2^-10 is not a bf16 and rounds to 1.
+fine = [torch.full((5,), 1.0 + 2.0 ** -10) for _ in range(3)]
+for t in hvd.grouped_allreduce(fine, op=hvd.Sum, name="group.bf16",
+                               compression=hvd.Compression.bf16):
+    close(t, torch.full((5,), float(size)))
+for t in hvd.grouped_allreduce(fine, op=hvd.Sum, name="group.exact"):
+    close(t, torch.full((5,), size * (1.0 + 2.0 ** -10)))
 handle = hvd.allreduce_async(torch.ones(7), op=hvd.Sum, name="async")
 close(hvd.synchronize(handle), torch.full((7,), float(size)))
 assert hvd.poll(handle)

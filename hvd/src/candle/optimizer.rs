@@ -4,7 +4,7 @@
 use candle_core::backprop::GradStore;
 use candle_core::{Tensor, Var};
 use candle_nn::{Optimizer, VarMap};
-use hvd_core::{Error, ReduceOp};
+use hvd_core::{Compression, Error, ReduceOp, Reduction};
 
 use super::{check_unique_names, host_buffer, hvd_error, named_vars};
 use crate::ProcessSet;
@@ -29,6 +29,8 @@ pub struct DistributedOptimizer<O> {
     /// Each parameter with the name its gradient is reduced under (`grad.<name>`).
     params: Vec<(String, Var)>,
     op: ReduceOp,
+    /// How gradients travel; `None` follows the configuration (`HVD_COMPRESSION`).
+    compression: Option<Compression>,
     backward_passes_per_step: usize,
     /// Backward passes accumulated since the last step.
     passes: usize,
@@ -62,6 +64,7 @@ impl<O: Optimizer> DistributedOptimizer<O> {
             accumulated: vec![None; params.len()],
             params,
             op: ReduceOp::Average,
+            compression: None,
             backward_passes_per_step: 1,
             passes: 0,
         })
@@ -93,6 +96,15 @@ impl<O: Optimizer> DistributedOptimizer<O> {
         }
         self.op = op;
         Ok(self)
+    }
+
+    /// Sends f32 and f64 gradients as 16-bit floats and widens the averages back
+    /// (Horovod's `compression=hvd.Compression.fp16`): half the bytes on the wire, at
+    /// the wire type's precision. Without this the configuration decides
+    /// (`HVD_COMPRESSION`, default none). Every rank must choose the same.
+    pub fn compression(mut self, compression: Compression) -> Self {
+        self.compression = Some(compression);
+        self
     }
 
     /// Back-propagates `loss` and hands the gradients to [`step`](Self::step); returns
@@ -145,10 +157,14 @@ impl<O: Optimizer> DistributedOptimizer<O> {
                 None => var.zeros_like()?,
             };
             let buffer = host_buffer(&self.set, "allreduce", name, &grad)?;
-            let handle = self
-                .set
-                .allreduce_async(name, buffer, self.op)
-                .map_err(hvd_error)?;
+            let reduction = Reduction::new(self.op);
+            let handle = match self.compression {
+                Some(c) => self
+                    .set
+                    .allreduce_compressed_async(name, buffer, reduction, c),
+                None => self.set.allreduce_with_async(name, buffer, reduction),
+            }
+            .map_err(hvd_error)?;
             handles.push((var, handle));
         }
         let mut store = GradStore::default();

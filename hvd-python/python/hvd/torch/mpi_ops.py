@@ -196,8 +196,17 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
 def grouped_allreduce(tensors, average=None, name=None, compression=None, op=None,
                       prescale_factor=1.0, postscale_factor=1.0,
                       process_set=global_process_set):
-    return synchronize(grouped_allreduce_async(tensors, average, name, op, prescale_factor,
-                                               postscale_factor, process_set))
+    """The reductions of every tensor, fused; each travels as ``compression`` says."""
+    for t in tensors:
+        _check(t, "grouped_allreduce")
+    if compression is None:
+        return synchronize(grouped_allreduce_async(tensors, average, name, op,
+                                                   prescale_factor, postscale_factor,
+                                                   process_set))
+    wires, ctxs = zip(*(compression.compress(t) for t in tensors)) if tensors else ((), ())
+    outs = synchronize(grouped_allreduce_async(list(wires), average, name, op,
+                                               prescale_factor, postscale_factor, process_set))
+    return [compression.decompress(out, ctx) for out, ctx in zip(outs, ctxs)]
 
 
 class _Group:
