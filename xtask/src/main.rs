@@ -14,7 +14,9 @@ mod backends;
 mod bench_fabric;
 mod bench_mpi;
 mod bench_peers;
+mod cluster;
 mod fuzz;
+mod interrupt;
 mod python;
 mod requirements;
 mod test_cluster;
@@ -28,11 +30,15 @@ commands:
   train [--np 2] [-- <train_mnist arguments>]
       Build hvdrun and the train_mnist example (release) and train on N local ranks
       over shared memory: loss, test accuracy and throughput per epoch, and a checkpoint.
-  test-cluster [-- <extra test-runner args>]
+  test-cluster [--hosts 4] [--ranks-per-host 2] [--link 10gbit] [--filter NAME]
+               [--cluster-only] [-- <extra test-runner args>]
       Run every test, multi-process ones included, for every transport whose system
-      library is present; name the skipped ones and how to enable them. Then build the
-      hvd wheel and run its pytest jobs in $HVD_VENV (default ~/.cache/hvd-venv), or
-      say how to create that environment.
+      library is present; name the skipped ones and how to enable them. Then, as root,
+      build a simulated cluster (hosts as network namespaces with an sshd each, links
+      to a bridge shaped to --link) and run the cross-host tests and fault scenarios
+      across it, and tear it down (also after Ctrl-C). Then build the hvd wheel and run
+      its pytest jobs in $HVD_VENV (default ~/.cache/hvd-venv), or say how to create
+      that environment.
   bench-peers [--np 2,4] [--sizes 4K,1M,256M] [--repeats 3] [--peers DIR]
       Run hvd-bench next to Open MPI (TCP and shared memory) and Gloo in one run and
       print the medians and hvd's speed-ups.

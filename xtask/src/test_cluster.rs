@@ -1,8 +1,12 @@
 //! `cargo xtask test-cluster`: every test, for every transport this machine can run.
 
-use std::process::Command;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
 
 use crate::backends::{self, Availability};
+use crate::cluster::{self, Cluster, Spec};
+use crate::interrupt;
 use crate::python;
 use crate::requirements;
 use crate::workspace_root;
@@ -52,7 +56,119 @@ fn skipped_tests() -> Vec<String> {
         .collect()
 }
 
-pub fn run(extra: &[String]) -> Result<(), String> {
+/// The options of `cargo xtask test-cluster`.
+#[derive(Debug)]
+struct Options {
+    cluster: Spec,
+    /// Only tests whose name contains this.
+    filter: Option<String>,
+    /// Only the simulated cluster's tests.
+    cluster_only: bool,
+    /// Passed on to the test runner.
+    extra: Vec<String>,
+}
+
+impl Options {
+    fn parse(args: &[String]) -> Result<Options, String> {
+        let mut options = Options {
+            cluster: Spec {
+                hosts: 4,
+                ranks_per_host: 2,
+                link: "10gbit".into(),
+            },
+            filter: None,
+            cluster_only: false,
+            extra: Vec::new(),
+        };
+        let mut args = args.iter();
+        while let Some(arg) = args.next() {
+            let mut value = |name: &str| {
+                args.next()
+                    .cloned()
+                    .ok_or_else(|| format!("{name} needs a value"))
+            };
+            let count = |name: &str, text: String| {
+                text.parse::<usize>()
+                    .map_err(|_| format!("{name} takes a whole number, got {text:?}"))
+            };
+            match arg.as_str() {
+                "--hosts" => options.cluster.hosts = count("--hosts", value("--hosts")?)?,
+                "--ranks-per-host" => {
+                    options.cluster.ranks_per_host =
+                        count("--ranks-per-host", value("--ranks-per-host")?)?
+                }
+                "--link" => options.cluster.link = parse_rate(&value("--link")?)?,
+                "--filter" => options.filter = Some(value("--filter")?),
+                "--cluster-only" => options.cluster_only = true,
+                "--" => {
+                    options.extra = args.cloned().collect();
+                    break;
+                }
+                other => return Err(format!("test-cluster: unknown option {other:?}")),
+            }
+        }
+        Ok(options)
+    }
+}
+
+/// A `tc` rate: a number with bit, kbit, mbit or gbit (`10gbit`, `500mbit`).
+fn parse_rate(text: &str) -> Result<String, String> {
+    let lower = text.to_ascii_lowercase();
+    let digits = lower.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit = &lower[digits.len()..];
+    let number_ok = digits.parse::<f64>().is_ok_and(|n| n > 0.0);
+    if number_ok && ["bit", "kbit", "mbit", "gbit"].contains(&unit) {
+        Ok(lower)
+    } else {
+        Err(format!(
+            "--link takes a rate such as 10gbit, 1gbit or 500mbit, got {text:?}"
+        ))
+    }
+}
+
+/// A test run's outcome and the runner's closing count line.
+struct Run {
+    passed: bool,
+    counts: Option<String>,
+}
+
+/// Runs `command`, showing its output as it comes, and keeps the runner's summary line.
+fn run_tests(command: &mut Command) -> Result<Run, String> {
+    let mut child = command
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("could not run cargo: {e}"))?;
+    let mut counts = None;
+    if let Some(stderr) = child.stderr.take() {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            eprintln!("{line}");
+            if line.contains("tests run:") || line.starts_with("test result:") {
+                counts = Some(line.trim().to_string());
+            }
+        }
+    }
+    let status = child.wait().map_err(|e| format!("cargo: {e}"))?;
+    Ok(Run {
+        passed: status.success(),
+        counts,
+    })
+}
+
+/// cargo nextest (or cargo test) with the features and filters of this run.
+fn test_command(root: &Path, features: &[String]) -> Command {
+    let mut cargo = Command::new("cargo");
+    if has_nextest() {
+        cargo.args(["nextest", "run", "--no-fail-fast"]);
+    } else {
+        cargo.args(["test", "--no-fail-fast"]);
+    }
+    cargo.args(["--features", &features.join(",")]);
+    cargo.current_dir(root);
+    cargo
+}
+
+pub fn run(args: &[String]) -> Result<(), String> {
+    let options = Options::parse(args)?;
     let root = workspace_root();
     install_missing(&root);
     // The candle integration is pure Rust like the default transport: always tested.
@@ -76,25 +192,38 @@ pub fn run(extra: &[String]) -> Result<(), String> {
     for line in &skipped {
         println!("test-cluster: skipping {line}");
     }
-
-    let extra: Vec<&String> = extra.iter().skip_while(|a| *a == "--").collect();
-    let mut cargo = Command::new("cargo");
-    if has_nextest() {
-        cargo.args(["nextest", "run", "--workspace", "--no-fail-fast"]);
-    } else {
+    if !has_nextest() {
         println!(
             "test-cluster: cargo-nextest not found, using cargo test (install: cargo install cargo-nextest)"
         );
-        cargo.args(["test", "--workspace", "--no-fail-fast"]);
     }
-    if !features.is_empty() {
-        cargo.args(["--features", &features.join(",")]);
-    }
-    cargo.args(extra).current_dir(&root);
-    let status = cargo
-        .status()
-        .map_err(|e| format!("could not run cargo: {e}"))?;
-    let python = python_tests(&root);
+
+    let one_host = if options.cluster_only {
+        Run {
+            passed: true,
+            counts: Some("not run (--cluster-only)".into()),
+        }
+    } else {
+        let mut command = test_command(&root, &features);
+        command.arg("--workspace");
+        if let Some(filter) = &options.filter {
+            command.arg(filter);
+        }
+        command.args(&options.extra);
+        run_tests(&mut command)?
+    };
+    let cluster = if ran.contains(&"tcp") {
+        cluster_tests(&root, &features, &options)
+    } else {
+        ClusterTests::Skipped("the TCP transport, which crosses hosts, is not built".into())
+    };
+    let python = if options.cluster_only {
+        Err(PythonTests::Skipped(
+            "the Python front's tests (--cluster-only)".into(),
+        ))
+    } else {
+        python_tests(&root)
+    };
 
     println!("test-cluster: transports tested: {}", ran.join(", "));
     for line in &skipped {
@@ -107,14 +236,105 @@ pub fn run(extra: &[String]) -> Result<(), String> {
     for line in tests {
         println!("test-cluster: skipped {line}");
     }
-    if let Err(PythonTests::Skipped(line)) = &python {
-        println!("test-cluster: skipped {line}");
+    if let Some(counts) = &one_host.counts {
+        println!("test-cluster: one host: {counts}");
     }
-    match (status.success(), python) {
-        (true, Ok(()) | Err(PythonTests::Skipped(_))) => Ok(()),
-        (true, Err(PythonTests::Failed(e))) => Err(e),
-        (false, Err(PythonTests::Failed(e))) => Err(format!("tests failed ({status}); {e}")),
-        (false, _) => Err(format!("tests failed ({status})")),
+    let mut failures = Vec::new();
+    if !one_host.passed {
+        failures.push("tests on one host failed".to_string());
+    }
+    match cluster {
+        ClusterTests::Ran { summary, run } => {
+            println!("test-cluster: simulated cluster: {summary}");
+            if let Some(counts) = &run.counts {
+                println!("test-cluster: simulated cluster: {counts}");
+            }
+            if !run.passed {
+                failures.push("tests on the simulated cluster failed".into());
+            }
+        }
+        ClusterTests::Skipped(why) => {
+            println!("test-cluster: skipped the simulated cluster: {why}");
+            if std::env::var_os("CI").is_some() {
+                failures.push(format!("CI must run the simulated cluster: {why}"));
+            }
+        }
+        ClusterTests::Failed(why) => failures.push(why),
+    }
+    match python {
+        Err(PythonTests::Skipped(line)) => println!("test-cluster: skipped {line}"),
+        Err(PythonTests::Failed(e)) => failures.push(e),
+        Ok(()) => {}
+    }
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(failures.join("; "))
+    }
+}
+
+enum ClusterTests {
+    Ran { summary: String, run: Run },
+    Skipped(String),
+    Failed(String),
+}
+
+/// Builds the simulated cluster, runs the tests of `hvdrun/tests/cluster.rs` across it
+/// one at a time (some cut its links), and tears it down, also after Ctrl-C.
+fn cluster_tests(root: &Path, features: &[String], options: &Options) -> ClusterTests {
+    if let Some(why) = cluster::unavailable() {
+        return ClusterTests::Skipped(why);
+    }
+    interrupt::catch();
+    let built = Cluster::create(options.cluster.clone());
+    let cluster = match built {
+        Ok(cluster) => cluster,
+        Err(why) => {
+            cluster::remove_leftovers();
+            return ClusterTests::Failed(format!("could not build the simulated cluster: {why}"));
+        }
+    };
+    let summary = cluster.summary();
+    println!("test-cluster: simulated cluster up: {summary}");
+    let mut command;
+    if has_nextest() {
+        // The workspace as built for the one-host tests, so nothing is rebuilt; the
+        // helpers every rank runs are named `*_rank`; one test at a time.
+        command = test_command(root, features);
+        command.args([
+            "--workspace",
+            "--run-ignored",
+            "only",
+            "--test-threads",
+            "1",
+        ]);
+        command.args(["-E", "binary(=cluster) & not test(/_rank$/)"]);
+        if let Some(filter) = &options.filter {
+            command.arg(filter);
+        }
+        command.args(&options.extra);
+    } else {
+        let own: Vec<String> = features
+            .iter()
+            .filter(|f| f.starts_with("hvd/") || f.starts_with("hvdrun/"))
+            .cloned()
+            .collect();
+        command = test_command(root, &own);
+        command.args(["-p", "hvdrun", "--test", "cluster"]);
+        command.args(["--", "--ignored", "--skip", "_rank", "--test-threads=1"]);
+        if let Some(filter) = &options.filter {
+            command.arg(filter);
+        }
+    }
+    command.env("HVD_TEST_CLUSTER", &cluster.description);
+    let run = run_tests(&mut command);
+    drop(cluster);
+    if interrupt::interrupted() {
+        return ClusterTests::Failed("interrupted; the simulated cluster was removed".into());
+    }
+    match run {
+        Ok(run) => ClusterTests::Ran { summary, run },
+        Err(why) => ClusterTests::Failed(why),
     }
 }
 
