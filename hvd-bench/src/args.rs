@@ -49,6 +49,10 @@ pub enum Command {
     /// by multiply-accumulates. The backward pass takes two thirds of a batch, spread
     /// over the layers by their multiply-accumulates.
     Synthetic(SyntheticArgs),
+    /// Fit the alpha-beta cost of ring allreduce to `cargo xtask scaling`'s measurements
+    /// on the simulated cluster, predict every measured training run from its gradient
+    /// schedule (error in points of efficiency), and the Horovod paper's 128-GPU setups.
+    Model(crate::model::ModelArgs),
 }
 
 /// Options of `hvd-bench autotune`.
@@ -119,7 +123,8 @@ impl Command {
             Command::Runtime(_)
             | Command::Fusion(_)
             | Command::Autotune(_)
-            | Command::Synthetic(_) => None,
+            | Command::Synthetic(_)
+            | Command::Model(_) => None,
         }
     }
 

@@ -12,6 +12,7 @@ mod autotune;
 mod buffers;
 mod fusion;
 mod measure;
+mod model;
 mod report;
 mod runtime;
 mod synthetic;
@@ -49,6 +50,9 @@ fn main() -> ExitCode {
 fn run(cli: &Cli) -> Result<ExitCode, String> {
     let launched =
         std::env::var_os("HVD_RANK").is_some() || std::env::var_os("HOROVOD_RANK").is_some();
+    if let Command::Model(args) = &cli.command {
+        return model::run(args).map(|()| ExitCode::SUCCESS);
+    }
     if let Command::Synthetic(args) = &cli.command {
         return synthetic::run(args, launched).map(|()| ExitCode::SUCCESS);
     }

@@ -230,6 +230,26 @@ impl Cluster {
         lines.join("\n") + "\n"
     }
 
+    /// hvdrun's options that reach the hosts: the login key, and the interface of the
+    /// cluster network on the launcher's host and on the simulated ones.
+    pub fn hvdrun_args(&self) -> Vec<String> {
+        vec![
+            "-i".into(),
+            self.dir.join("login_key").display().to_string(),
+            "--ssh-option".into(),
+            format!(
+                "UserKnownHostsFile={}",
+                self.dir.join("known_hosts").display()
+            ),
+            "--ssh-option".into(),
+            "StrictHostKeyChecking=no".into(),
+            "--ssh-option".into(),
+            "LogLevel=ERROR".into(),
+            "--network-interface".into(),
+            format!("{BRIDGE},{HOST_IFACE}"),
+        ]
+    }
+
     /// One line for the summary.
     pub fn summary(&self) -> String {
         format!(

@@ -8,6 +8,7 @@
 //!   front's pytest jobs, when a virtual environment with torch is present.
 //! - `bench-peers`: hvd-bench next to Open MPI and Gloo, in one run, as speed-ups.
 //! - `bench-mpi`: hvd's MPI transport next to plain `MPI_Allreduce`, as overheads.
+//! - `scaling`: hvd-bench across the simulated cluster, for the scaling model.
 //! - `fuzz`: every fuzz target of `fuzz/` for a few seconds each (CI), or longer.
 
 mod backends;
@@ -19,6 +20,7 @@ mod fuzz;
 mod interrupt;
 mod python;
 mod requirements;
+mod scaling;
 mod test_cluster;
 mod train;
 
@@ -45,6 +47,12 @@ commands:
   bench-mpi [--np 2,4] [--sizes 1M,64M] [--repeats 3] [--peers DIR]
       Run hvd-bench --backend mpi and plain MPI_Allreduce alternately under mpirun and
       print the medians and hvd's overhead.
+  scaling [--hosts 2,4,8] [--links 1gbit,2500mbit] [--models resnet101,inception3,vgg16]
+          [--compute-scale 25] [--fusion on,off] [--compression none] [--iters 3] [--out DIR]
+      As root: on the simulated cluster (one rank per host), measure the allreduce and
+      each model's training throughput with compute dilated by --compute-scale, for
+      every link speed and host count; JSON lines into DIR (default target/scaling)
+      for `hvd-bench model`.
   fuzz [--seconds 12 | --runs N]
       Run every fuzz target (needs cargo-fuzz) from its kept corpus: every decoder of
       bytes another process sends.";
@@ -63,6 +71,7 @@ fn main() -> ExitCode {
         Some("test-cluster") => test_cluster::run(&args[1..]),
         Some("bench-peers") => bench_peers::run(&args[1..]),
         Some("bench-mpi") => bench_mpi::run(&args[1..]),
+        Some("scaling") => scaling::run(&args[1..]),
         Some("fuzz") => fuzz::run(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");

@@ -10,8 +10,8 @@
 //! fails to hide: img/sec per rank, total img/sec, and scaling efficiency against the
 //! 1-rank job of the same run (`--np 1,2,4`).
 
-mod compute;
-mod models;
+pub(crate) mod compute;
+pub(crate) mod models;
 mod options;
 mod rank;
 mod report;
