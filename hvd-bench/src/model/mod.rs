@@ -15,7 +15,7 @@ mod plot;
 mod ring;
 mod schedule;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
@@ -70,25 +70,34 @@ fn text<'a>(row: &'a Value, name: &str) -> Result<&'a str, String> {
         .ok_or_else(|| format!("\"{name}\" is not text: {row}"))
 }
 
-/// The ring costs of each link speed, fitted to its allreduce measurements.
-fn fit_links(rows: &[Value]) -> Result<BTreeMap<String, Ring>, String> {
-    let mut points: BTreeMap<String, Vec<(usize, f64, f64)>> = BTreeMap::new();
+/// A link speed and a rank count.
+type Setup = (String, usize);
+
+/// The ring costs of each link speed and rank count, fitted to its allreduce
+/// measurements. Per rank count, because on the simulated cluster the ranks share this
+/// host's few cores: a step's latency grows with their number, as it would not on
+/// hosts of their own.
+fn fit_rings(rows: &[Value]) -> Result<BTreeMap<Setup, Ring>, String> {
+    let mut points: BTreeMap<Setup, Vec<(usize, f64, f64)>> = BTreeMap::new();
     for row in rows {
+        let n = number(row, "np")? as usize;
         points
-            .entry(text(row, "link")?.to_string())
+            .entry((text(row, "link")?.to_string(), n))
             .or_default()
             .push((
-                number(row, "np")? as usize,
+                n,
                 number(row, "bytes")?,
                 number(row, "time_us_median")? / 1e6,
             ));
     }
     points
         .into_iter()
-        .map(|(link, p)| {
+        .map(|((link, n), p)| {
             Ring::fit(&p)
-                .map(|ring| (link.clone(), ring))
-                .ok_or_else(|| format!("too few allreduce measurements on {link} to fit"))
+                .map(|ring| ((link.clone(), n), ring))
+                .ok_or_else(|| {
+                    format!("too few allreduce sizes measured on {link} with {n} ranks to fit")
+                })
         })
         .collect()
 }
@@ -169,14 +178,17 @@ fn read_runs(rows: &[Value]) -> Result<Vec<Check>, String> {
     Ok(runs)
 }
 
-/// Predicts `runs` on `ring` with the runtime's cost per byte.
-fn predict(runs: &mut [&mut Check], ring: &Ring, per_byte: f64) -> f64 {
+/// Predicts `runs` with the rings of their setups and the runtime's cost per byte;
+/// returns the sum of squared relative errors in batch time.
+fn predict(runs: &mut [&mut Check], rings: &BTreeMap<Setup, Ring>, per_byte: f64) -> f64 {
     let mut squares = 0.0;
     for run in runs.iter_mut() {
+        let Some(ring) = rings.get(&(run.link.clone(), run.hosts)) else {
+            continue;
+        };
         run.predicted = run
             .batch
             .efficiency(ring, run.hosts, runtime(&run.fusion, per_byte));
-        // Errors in batch time, relative: what a run measures.
         squares += (run.measured / run.predicted - 1.0).powi(2);
     }
     squares
@@ -184,23 +196,30 @@ fn predict(runs: &mut [&mut Check], ring: &Ring, per_byte: f64) -> f64 {
 
 /// The runtime's cost per byte on each link: the one value (0 to 100 ns, by 0.1 ns)
 /// that predicts that link's training runs best.
-fn fit_per_byte(runs: &mut [Check], rings: &BTreeMap<String, Ring>) -> Result<BTreeMap<String, f64>, String> {
+fn fit_per_byte(
+    runs: &mut [Check],
+    rings: &BTreeMap<Setup, Ring>,
+) -> Result<BTreeMap<String, f64>, String> {
+    if let Some(run) = runs
+        .iter()
+        .find(|r| !rings.contains_key(&(r.link.clone(), r.hosts)))
+    {
+        return Err(format!(
+            "no allreduce measurements on {} with {} ranks",
+            run.link, run.hosts
+        ));
+    }
+    let links: BTreeSet<String> = runs.iter().map(|r| r.link.clone()).collect();
     let mut fitted = BTreeMap::new();
-    for (link, ring) in rings {
-        let mut on_link: Vec<&mut Check> = runs.iter_mut().filter(|r| &r.link == link).collect();
-        if on_link.is_empty() {
-            continue;
-        }
+    for link in links {
+        let mut on_link: Vec<&mut Check> = runs.iter_mut().filter(|r| r.link == link).collect();
         let best = (0..=1000)
             .map(|tenths| f64::from(tenths) * 1e-10)
-            .map(|rho| (predict(&mut on_link, ring, rho), rho))
+            .map(|rho| (predict(&mut on_link, rings, rho), rho))
             .min_by(|a, b| a.0.total_cmp(&b.0))
             .map_or(0.0, |(_, rho)| rho);
-        predict(&mut on_link, ring, best);
-        fitted.insert(link.clone(), best);
-    }
-    if let Some(run) = runs.iter().find(|r| !rings.contains_key(&r.link)) {
-        return Err(format!("no allreduce measurements on {}", run.link));
+        predict(&mut on_link, rings, best);
+        fitted.insert(link, best);
     }
     Ok(fitted)
 }
@@ -248,16 +267,18 @@ fn paper(tcp_wire_share: f64) -> Vec<String> {
 /// Runs `hvd-bench model`.
 pub fn run(args: &ModelArgs) -> Result<(), String> {
     let dir = &args.measurements;
-    let rings = fit_links(&read_lines(&dir.join("allreduce.jsonl"))?)?;
-    println!("# ring allreduce costs fitted per link: t = 2(n-1) alpha + 2(n-1)/n S beta");
+    let rings = fit_rings(&read_lines(&dir.join("allreduce.jsonl"))?)?;
+    println!(
+        "# ring allreduce costs fitted per link and rank count: t = 2(n-1) alpha + 2(n-1)/n S beta"
+    );
     let mut wire_shares = Vec::new();
-    for (link, r) in &rings {
+    for ((link, n), r) in &rings {
         let share = ring::parse_rate(link).map(|rate| ring::wire_beta(rate) / r.beta);
         if let Some(s) = share {
             wire_shares.push(s);
         }
         println!(
-            "  {link:<9} alpha {:>8.1} us  beta {:.3} ns/byte ({:.2} Gbit/s{})",
+            "  {link:<9} {n:>3} ranks  alpha {:>8.1} us  beta {:.3} ns/byte ({:.2} Gbit/s{})",
             r.alpha * 1e6,
             r.beta * 1e9,
             8.0 / r.beta / 1e9,
