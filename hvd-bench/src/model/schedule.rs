@@ -34,21 +34,25 @@ impl Batch {
             return self.compute;
         }
         let negotiation = runtime.negotiation_steps * ring.alpha;
+        let allreduce = |bytes: f64| ring.time(n, bytes) + bytes * runtime.per_byte;
         let mut free = 0.0f64;
         let mut next = 0;
         while next < self.gradients.len() {
+            // A negotiation round takes everything ready by its start; then its tensors
+            // go out in order, packed into fusion buffers (or one by one without fusion).
             let start = free.max(self.gradients[next].0);
-            let mut bytes = 0.0;
-            // Everything ready by the start goes in one allreduce, up to the buffer size.
+            let mut done = start + negotiation;
+            let mut buffer = 0.0;
             while next < self.gradients.len() && self.gradients[next].0 <= start {
                 let size = self.gradients[next].1;
-                if bytes > 0.0 && bytes + size > runtime.fusion_threshold {
-                    break;
+                if buffer > 0.0 && buffer + size > runtime.fusion_threshold {
+                    done += allreduce(buffer);
+                    buffer = 0.0;
                 }
-                bytes += size;
+                buffer += size;
                 next += 1;
             }
-            free = start + negotiation + ring.time(n, bytes) + bytes * runtime.per_byte;
+            free = done + allreduce(buffer);
         }
         free.max(self.compute)
     }
