@@ -107,18 +107,27 @@ fn cluster_rank() {
             );
         }
         "kill-host" => {
-            hvd.allreduce("warmup", vec![1u8], ReduceOp::Sum).unwrap();
-            if hvd.cross_rank() + 1 == hvd.cross_size() {
+            let warmup = hvd.allreduce("warmup", vec![1u8], ReduceOp::Sum);
+            if warmup.is_ok() && hvd.cross_rank() + 1 == hvd.cross_size() {
                 // The last host's ranks all go at once, as when a machine fails.
                 // SAFETY: raise(3) has no memory-safety preconditions.
                 unsafe { libc::raise(libc::SIGKILL) };
             }
-            let err = loop {
-                if let Err(e) = hvd.allreduce("grad", vec![1.0f32; 1 << 18], ReduceOp::Sum) {
-                    break e;
-                }
+            // A rank still finishing the warmup when they go fails there.
+            let err = match warmup {
+                Err(e) => e,
+                Ok(_) => loop {
+                    if let Err(e) = hvd.allreduce("grad", vec![1.0f32; 1 << 18], ReduceOp::Sum) {
+                        break e;
+                    }
+                },
             };
             println!("SURVIVOR {rank}: {err}");
+            // Stay a moment before failing: a rank that exits at once is seen by its
+            // host's other ranks, still waiting in the shared-memory step, as the rank
+            // they lost (the shared-memory group cannot yet carry a loss from across
+            // hosts), and this test is about the host that was killed.
+            std::thread::sleep(Duration::from_secs(2));
             std::process::exit(1);
         }
         "loop" => {

@@ -126,10 +126,12 @@ fn parse_rate(text: &str) -> Result<String, String> {
     }
 }
 
-/// A test run's outcome and the runner's closing count line.
+/// A test run's outcome, the runner's closing count line, and each test's verdict
+/// (nextest's `PASS`/`FAIL` lines, as `PASS name`).
 struct Run {
     passed: bool,
     counts: Option<String>,
+    verdicts: Vec<String>,
 }
 
 /// Runs `command`, showing its output as it comes, and keeps the runner's summary line.
@@ -139,11 +141,23 @@ fn run_tests(command: &mut Command) -> Result<Run, String> {
         .spawn()
         .map_err(|e| format!("could not run cargo: {e}"))?;
     let mut counts = None;
+    let mut verdicts = Vec::new();
     if let Some(stderr) = child.stderr.take() {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             eprintln!("{line}");
             if line.contains("tests run:") || line.starts_with("test result:") {
                 counts = Some(line.trim().to_string());
+            }
+            // `        PASS [   2.258s] (1/7) hvdrun::cluster a_hosts_ranks_killed_...`
+            let words: Vec<&str> = line.split_whitespace().collect();
+            if let (Some(&verdict @ ("PASS" | "FAIL")), Some(name)) = (words.first(), words.last())
+                && line.contains("] (")
+            {
+                // nextest repeats each failure at the end.
+                let verdict = format!("{verdict} {name}");
+                if !verdicts.contains(&verdict) {
+                    verdicts.push(verdict);
+                }
             }
         }
     }
@@ -151,6 +165,7 @@ fn run_tests(command: &mut Command) -> Result<Run, String> {
     Ok(Run {
         passed: status.success(),
         counts,
+        verdicts,
     })
 }
 
@@ -202,6 +217,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         Run {
             passed: true,
             counts: Some("not run (--cluster-only)".into()),
+            verdicts: Vec::new(),
         }
     } else {
         let mut command = test_command(&root, &features);
@@ -246,6 +262,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
     match cluster {
         ClusterTests::Ran { summary, run } => {
             println!("test-cluster: simulated cluster: {summary}");
+            for verdict in &run.verdicts {
+                println!("test-cluster: simulated cluster: {verdict}");
+            }
             if let Some(counts) = &run.counts {
                 println!("test-cluster: simulated cluster: {counts}");
             }
