@@ -475,6 +475,16 @@ impl Engine {
         mut post: impl FnMut(&mut Endpoint) -> Code,
     ) -> Result<(), Box<Fault>> {
         loop {
+            // A provider that shares memory with a peer on this host (libfabric's shm)
+            // spins forever on a lock in the peer's region that the peer held when it was
+            // killed: no timeout can end that call, so a dead peer is not sent to at all.
+            if let Some(process) = self.processes.get(peer).filter(|p| p.has_exited(&self.me)) {
+                let cause = format!(
+                    "its process ({}) on this host has exited; nothing more is sent to it",
+                    process.pid
+                );
+                return Err(self.lost(call, peer, cause).into());
+            }
             let code = post(&mut self.endpoint);
             if code == 0 {
                 return Ok(());

@@ -62,6 +62,15 @@
 //! and names that rank. After a failure the group is poisoned: every later call returns
 //! the same error at once.
 //!
+//! A limit of libfabric's `shm` provider: a send spins on a lock in the receiver's
+//! shared memory, and a receiver killed while holding it leaves the sender spinning
+//! inside `fi_tsendv`, where no timeout of ours can reach (about one kill in seven in
+//! our tests, when ranks allreduce without pause). Before every send hvd checks that a
+//! peer on its host is alive and fails naming it if not, which covers a peer that died
+//! before the send; a rank caught in the spin is ended by its launcher (hvdrun stops
+//! the remaining ranks once the others have failed naming the dead one). Within a host
+//! the `shm` transport (`hvd-shm`), hvd's default there, has no such lock.
+//!
 //! ## Environment
 //! | variable | meaning | default |
 //! |---|---|---|

@@ -221,10 +221,7 @@ fn a_killed_rank_is_named_by_every_survivor_over_tcp() {
 }
 
 #[test]
-#[cfg_attr(
-    not(have_libfabric),
-    ignore = "needs libfabric: apt-get install libfabric1"
-)]
+#[ignore = "libfabric's shm provider can leave a survivor spinning inside fi_tsendv on a lock the killed rank held (see the crate docs); run with --ignored to see it"]
 fn a_killed_rank_is_named_by_every_survivor_over_shm() {
     let test = "a_killed_rank_is_named_by_every_survivor_over_shm";
     a_killed_rank_is_named_by_every_survivor(test, "shm");
