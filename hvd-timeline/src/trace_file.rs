@@ -25,7 +25,7 @@ const TAIL: &[u8] = b"\n]\n";
 /// file that parses. Two limits: a kill that lands inside the write of a batch larger than
 /// a page can cut that write short (Linux checks for fatal signals between pages), which
 /// leaves the last batch truncated (events are one per line: cutting the file after its
-/// last complete line and adding `]` repairs it); and a write that fails (a full disk) is
+/// last complete line, dropping that line's trailing comma and adding `]` repairs it); and a write that fails (a full disk) is
 /// undone by truncating back to the last complete array.
 pub struct TraceFile {
     path: PathBuf,
