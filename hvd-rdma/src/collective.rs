@@ -109,7 +109,18 @@ impl RdmaCollective {
         rendezvous::ready(store.as_ref(), &prefix, rank, size, timeout)?;
         let topology = Topology::from_hosts(rank, rendezvous::host_ids(&records));
         let spin = spin_for(topology.local_size());
-        let processes = records.into_iter().map(|r| r.process).collect();
+        // A pid names a process only on its own host: other hosts' init pid namespaces
+        // read the same, so their ranks are never checked for having exited.
+        let processes = records
+            .into_iter()
+            .map(|r| {
+                if r.host == mine.host {
+                    r.process
+                } else {
+                    Process::elsewhere()
+                }
+            })
+            .collect();
         tracing::debug!("rank {rank} of {size}: group '{prefix}' connected over {provider}");
         Ok(RdmaCollective {
             topology,

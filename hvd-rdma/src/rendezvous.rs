@@ -40,6 +40,14 @@ impl Process {
         }
     }
 
+    /// A process on another host, which this one cannot check on.
+    pub(crate) fn elsewhere() -> Process {
+        Process {
+            pid: 0,
+            namespace: String::new(),
+        }
+    }
+
     /// Whether this process has exited, as far as `me` can tell: only for another
     /// process of the same pid namespace, never for `me` itself.
     pub(crate) fn has_exited(&self, me: &Process) -> bool {

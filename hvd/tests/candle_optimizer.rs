@@ -158,53 +158,16 @@ fn backward_passes_per_step_sums_the_passes_then_averages_over_ranks() {
     assert_stepped_with_the_mean_gradient(&results);
 }
 
-#[test]
-fn average_gradients_returns_the_mean_without_stepping() {
-    let results = common::job(2, common::config(), |hvd| {
-        let device = Device::Cpu;
-        let (varmap, linear) = model(&device);
-        let sgd = SGD::new(varmap.all_vars(), LR).unwrap();
-        let optimizer = DistributedOptimizer::new(&hvd, sgd, &varmap).unwrap();
-        let grads = loss(&linear, hvd.rank(), 0, &device).backward().unwrap();
-        let averaged = optimizer.average_gradients(&grads).unwrap();
-        let by_var = |store: &candle_core::backprop::GradStore| -> Vec<Vec<f32>> {
-            named_vars(&varmap)
-                .unwrap()
-                .iter()
-                .map(|(_, v)| {
-                    store
-                        .get(v)
-                        .unwrap()
-                        .flatten_all()
-                        .unwrap()
-                        .to_vec1()
-                        .unwrap()
-                })
-                .collect()
-        };
-        (by_var(&grads), by_var(&averaged))
-    });
-    for p in 0..results[0].0.len() {
-        let mean: Vec<f32> = (0..results[0].0[p].len())
-            .map(|i| (results[0].0[p][i] + results[1].0[p][i]) / 2.0)
-            .collect();
-        for (_, averaged) in &results {
-            for (a, m) in averaged[p].iter().zip(&mean) {
-                assert!((a - m).abs() < 1e-6, "{averaged:?} vs {mean:?}");
-            }
-        }
-    }
-}
-
-#[test]
-fn compressed_gradients_are_averaged_at_the_wire_precision() {
-    let results = common::job(2, common::config(), |hvd| {
+/// On each of 2 ranks: its own gradients and those `average_gradients` returns, flat and
+/// in the varmap's order, with gradients sent as `compression` says.
+fn own_and_averaged(compression: hvd::Compression) -> Vec<(Vec<f32>, Vec<f32>)> {
+    common::job(2, common::config(), |hvd| {
         let device = Device::Cpu;
         let (varmap, linear) = model(&device);
         let sgd = SGD::new(varmap.all_vars(), LR).unwrap();
         let optimizer = DistributedOptimizer::new(&hvd, sgd, &varmap)
             .unwrap()
-            .compression(hvd::Compression::Bf16);
+            .compression(compression);
         let grads = loss(&linear, hvd.rank(), 0, &device).backward().unwrap();
         let averaged = optimizer.average_gradients(&grads).unwrap();
         let flat = |store: &candle_core::backprop::GradStore| -> Vec<f32> {
@@ -223,7 +186,24 @@ fn compressed_gradients_are_averaged_at_the_wire_precision() {
                 .collect()
         };
         (flat(&grads), flat(&averaged))
-    });
+    })
+}
+
+#[test]
+fn average_gradients_returns_the_mean_without_stepping() {
+    let results = own_and_averaged(hvd::Compression::None);
+    let (a, b) = (&results[0].0, &results[1].0);
+    let mean: Vec<f32> = a.iter().zip(b).map(|(a, b)| (a + b) / 2.0).collect();
+    for (_, averaged) in &results {
+        for (x, m) in averaged.iter().zip(&mean) {
+            assert!((x - m).abs() < 1e-6, "{averaged:?} vs {mean:?}");
+        }
+    }
+}
+
+#[test]
+fn compressed_gradients_are_averaged_at_the_wire_precision() {
+    let results = own_and_averaged(hvd::Compression::Bf16);
     let bf16 = |x: f32| hvd::core::bf16::from_f32(x).to_f32();
     let (a, b) = (&results[0].0, &results[1].0);
     // Each rank's gradient rounded to bf16, summed and rounded again; halving is exact.

@@ -441,7 +441,7 @@ impl Job {
         let Verdict { root, lost_by } = verdict(&seen, first);
         let (status, exit_code) = ranks[root].ended().unwrap_or_else(|| {
             (
-                "still running when its peers lost it: frozen, stopped or stuck?".into(),
+                "still running when its peers lost it: frozen, stopped, stuck or cut off from them?".into(),
                 1,
             )
         });

@@ -12,7 +12,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
-use cluster::{Cluster, Restore};
+use cluster::Cluster;
 use hvd::ReduceOp;
 
 const HVDRUN: &str = env!("CARGO_BIN_EXE_hvdrun");
@@ -108,7 +108,7 @@ fn cluster_rank() {
         }
         "kill-host" => {
             let warmup = hvd.allreduce("warmup", vec![1u8], ReduceOp::Sum);
-            if warmup.is_ok() && hvd.cross_rank() + 1 == hvd.cross_size() {
+            if hvd.cross_rank() + 1 == hvd.cross_size() {
                 // The last host's ranks all go at once, as when a machine fails.
                 // SAFETY: raise(3) has no memory-safety preconditions.
                 unsafe { libc::raise(libc::SIGKILL) };
@@ -123,11 +123,6 @@ fn cluster_rank() {
                 },
             };
             println!("SURVIVOR {rank}: {err}");
-            // Stay a moment before failing: a rank that exits at once is seen by its
-            // host's other ranks, still waiting in the shared-memory step, as the rank
-            // they lost (the shared-memory group cannot yet carry a loss from across
-            // hosts), and this test is about the host that was killed.
-            std::thread::sleep(Duration::from_secs(2));
             std::process::exit(1);
         }
         "loop" => {
@@ -233,7 +228,10 @@ fn a_hosts_ranks_killed_are_named_by_every_survivor_and_hvdrun() {
         np,
         &cluster.hosts_arg(hosts, per_host),
         "kill-host",
-        &["HVD_TCP_TIMEOUT=10"],
+        // Over TCP alone: within a host, a survivor's shared-memory group cannot yet
+        // carry a loss from across hosts, so a neighbour that exits on its error is
+        // named instead of the killed host (see the README's status).
+        &["HVD_TCP_TIMEOUT=10", "HVD_HIERARCHICAL_ALLREDUCE=0"],
     );
     let stderr = text(&out.stderr);
     // The last host's ranks were killed; hvdrun names one of them, not a survivor.
@@ -266,12 +264,7 @@ fn a_hosts_ranks_killed_are_named_by_every_survivor_and_hvdrun() {
 fn a_link_cut_mid_allreduce_is_reported_by_every_rank_and_hvdrun() {
     let cluster = Cluster::from_env();
     let hosts = cluster.hosts.len();
-    assert!(hosts >= 2, "the scenario needs two hosts");
-    let cut = &cluster.hosts[hosts - 1];
-    let _restore = Restore {
-        host: cut,
-        rate: cluster.link.clone(),
-    };
+    let cut = cluster.last_host();
     // One rank per host, so that the cut host's rank is `hosts - 1`.
     let mut command = cluster.hvdrun(HVDRUN);
     command
@@ -304,7 +297,7 @@ fn a_link_cut_mid_allreduce_is_reported_by_every_rank_and_hvdrun() {
     assert_eq!(looping, hosts, "{seen:?}");
     std::thread::sleep(Duration::from_millis(300));
     let cut_at = Instant::now();
-    cut.set_link(false);
+    cut.host.set_link(false);
     let rest: Vec<String> = lines.collect();
     let status = child.wait().unwrap();
     let elapsed = cut_at.elapsed();
@@ -320,7 +313,23 @@ fn a_link_cut_mid_allreduce_is_reported_by_every_rank_and_hvdrun() {
             .unwrap_or_else(|| panic!("rank {rank} said nothing: {rest:?}\n{stderr}"));
         assert!(line.contains(&format!("rank {lost}")), "{line}");
     }
-    assert!(stderr.contains("hvdrun: rank "), "{stderr}");
+    // hvdrun cannot tell a cut link from a frozen rank; it names the one behind it.
+    let survivors: Vec<String> = (0..lost).map(|r| r.to_string()).collect();
+    let (noun, verb) = if lost == 1 {
+        ("rank", "it")
+    } else {
+        ("ranks", "they")
+    };
+    assert!(
+        stderr.contains(&format!(
+            "hvdrun: rank {lost} on {} failed first (still running when its peers lost it: \
+             frozen, stopped, stuck or cut off from them?); {noun} {} failed because {verb} \
+             lost rank {lost}.",
+            cut.host.address,
+            survivors.join(", ")
+        )),
+        "{stderr}"
+    );
     assert!(elapsed < Duration::from_secs(60), "{elapsed:?}");
 }
 
@@ -359,12 +368,7 @@ fn a_host_without_sshd_is_named_by_hvdrun() {
 fn a_slow_link_slows_the_job_to_its_rate_and_keeps_results_right() {
     let cluster = Cluster::from_env();
     let hosts = cluster.hosts.len();
-    assert!(hosts >= 2, "the scenario needs two hosts");
-    let slow = &cluster.hosts[hosts - 1];
-    let _restore = Restore {
-        host: slow,
-        rate: cluster.link.clone(),
-    };
+    let slow = cluster.last_host();
     let run = || {
         let out = job(
             &cluster,
@@ -386,7 +390,7 @@ fn a_slow_link_slows_the_job_to_its_rate_and_keeps_results_right() {
             .fold(0.0, f64::max)
     };
     let fast = run();
-    slow.shape("40mbit");
+    slow.host.shape("40mbit");
     let slowed = run();
     // Two ring allreduces of 4 MiB: each sends 2 (n-1)/n of the tensor through every
     // rank's link, the slow one too; at 40 Mbit/s that takes at least this long.

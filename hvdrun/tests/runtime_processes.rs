@@ -81,21 +81,33 @@ fn rank_body() {
             format!("{sums:?}\n{mismatch}\n{}", hvd.stats().cache_hits)
         }
         "compression" => {
-            // 1 + 2^-10 is an f16 but not a bf16; many tensors, so that they are fused.
+            // 1 + 2^-10 is an f16 but not a bf16, 1 + 2^-12 neither; many tensors of
+            // each, so that they are fused.
+            let value = |i: usize| {
+                1.0f32
+                    + if i.is_multiple_of(2) {
+                        1.0 / 1024.0
+                    } else {
+                        1.0 / 4096.0
+                    }
+            };
             let handles: Vec<_> = (0..20)
                 .map(|i| {
-                    let value = 1.0f32 + 1.0 / 1024.0;
-                    hvd.allreduce_async(&format!("grad.{i}"), vec![value; 1000 + i], ReduceOp::Sum)
-                        .unwrap()
+                    hvd.allreduce_async(
+                        &format!("grad.{i}"),
+                        vec![value(i); 1000 + i],
+                        ReduceOp::Sum,
+                    )
+                    .unwrap()
                 })
                 .collect();
-            let sums: Vec<f32> = handles
-                .into_iter()
-                .flat_map(|h| h.wait().unwrap())
-                .collect();
-            let first = sums[0];
-            let same = sums.iter().all(|s| *s == first);
-            format!("{} {first} {same}", hvd.config().compression)
+            let sums: Vec<Vec<f32>> = handles.into_iter().map(|h| h.wait().unwrap()).collect();
+            let (even, odd) = (sums[0][0], sums[1][0]);
+            let same = sums
+                .iter()
+                .enumerate()
+                .all(|(i, t)| t.iter().all(|s| *s == [even, odd][i % 2]));
+            format!("{} {even} {odd} {same}", hvd.config().compression)
         }
         "die" => {
             hvd.allreduce("warmup", vec![1u8], ReduceOp::Sum).unwrap();
@@ -155,8 +167,13 @@ fn negotiation_and_the_cache_work_across_processes() {
 
 #[test]
 fn hvd_compression_sends_gradients_as_sixteen_bit_floats() {
-    // Four ranks sum 1 + 2^-10: exact as f32 and f16 (4.00390625), 4 in bf16.
-    for (compression, sum) in [("none", "4.0039063"), ("fp16", "4.0039063"), ("bf16", "4")] {
+    // Four ranks sum 1 + 2^-10 (exact in f32 and f16, 4 in bf16) and 1 + 2^-12 (exact
+    // only in f32).
+    for (compression, sum) in [
+        ("none", "4.0039063 4.0009766"),
+        ("fp16", "4.0039063 4"),
+        ("bf16", "4 4"),
+    ] {
         let (outcome, reports) = launch_with(
             4,
             "compression",
@@ -222,7 +239,8 @@ fn frozen_rank_is_named(backend: &str, timeout_var: &str) {
             } => {
                 assert_eq!(rank, 2, "trial {trial}");
                 assert_eq!(
-                    status, "still running when its peers lost it: frozen, stopped or stuck?",
+                    status,
+                    "still running when its peers lost it: frozen, stopped, stuck or cut off from them?",
                     "trial {trial}"
                 );
                 assert_eq!(lost_by, [0, 1], "trial {trial}");

@@ -217,10 +217,9 @@ impl Cluster {
         let mut lines = vec![
             format!("ranks_per_host {}", self.spec.ranks_per_host),
             format!("link {}", self.spec.link),
-            format!("login_key {}", self.dir.join("login_key").display()),
-            format!("known_hosts {}", self.dir.join("known_hosts").display()),
-            format!("interfaces {BRIDGE},{HOST_IFACE}"),
         ];
+        // How hvdrun reaches the hosts, said once here rather than again in the tests.
+        lines.extend(self.hvdrun_args().iter().map(|a| format!("hvdrun_arg {a}")));
         for h in &self.hosts {
             lines.push(format!(
                 "host {} {} {}",

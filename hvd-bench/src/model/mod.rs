@@ -156,7 +156,9 @@ fn read_runs(rows: &[Value]) -> Result<Vec<Check>, String> {
     let mut runs = Vec::new();
     for row in rows {
         let name = text(row, "model")?;
-        let architecture = Architecture::from_str(name, true)?;
+        let architecture = Architecture::from_str(name, true).map_err(|_| {
+            format!("a measurement names a model hvd-bench does not know, {name:?}: {row}")
+        })?;
         let compression: Compression = text(row, "compression")?
             .parse()
             .map_err(|e: hvd::Error| e.to_string())?;

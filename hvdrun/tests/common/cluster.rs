@@ -3,7 +3,6 @@
 //! to log in to them, and how to reshape or cut their links.
 
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
 use std::process::Command;
 
 pub struct Host {
@@ -16,9 +15,8 @@ pub struct Host {
 pub struct Cluster {
     pub ranks_per_host: usize,
     pub link: String,
-    login_key: PathBuf,
-    known_hosts: PathBuf,
-    pub interfaces: String,
+    /// hvdrun's options that reach the hosts (login key, interfaces), as xtask says.
+    hvdrun_args: Vec<String>,
     pub hosts: Vec<Host>,
 }
 
@@ -36,19 +34,18 @@ impl Cluster {
         let mut cluster = Cluster {
             ranks_per_host: 1,
             link: String::new(),
-            login_key: PathBuf::new(),
-            known_hosts: PathBuf::new(),
-            interfaces: String::new(),
+            hvdrun_args: Vec::new(),
             hosts: Vec::new(),
         };
         for line in text.lines() {
+            if let Some(arg) = line.strip_prefix("hvdrun_arg ") {
+                cluster.hvdrun_args.push(arg.into());
+                continue;
+            }
             let fields: Vec<&str> = line.split_whitespace().collect();
             match fields[..] {
                 ["ranks_per_host", n] => cluster.ranks_per_host = n.parse().unwrap(),
                 ["link", rate] => cluster.link = rate.into(),
-                ["login_key", path] => cluster.login_key = path.into(),
-                ["known_hosts", path] => cluster.known_hosts = path.into(),
-                ["interfaces", list] => cluster.interfaces = list.into(),
                 ["host", ns, address, port] => cluster.hosts.push(Host {
                     namespace: ns.into(),
                     address: address.parse().unwrap(),
@@ -74,14 +71,17 @@ impl Cluster {
     /// interface on the cluster network.
     pub fn hvdrun(&self, program: &str) -> Command {
         let mut command = Command::new(program);
+        command.args(&self.hvdrun_args).env_remove("RUST_LOG");
         command
-            .args(["-i", self.login_key.to_str().unwrap(), "--ssh-option"])
-            .arg(format!("UserKnownHostsFile={}", self.known_hosts.display()))
-            .args(["--ssh-option", "StrictHostKeyChecking=no"])
-            .args(["--ssh-option", "LogLevel=ERROR"])
-            .args(["--network-interface", &self.interfaces])
-            .env_remove("RUST_LOG");
-        command
+    }
+
+    /// The last host, whose link a test may cut or slow: restored when the test ends.
+    pub fn last_host(&self) -> Restore<'_> {
+        assert!(self.hosts.len() >= 2, "the scenario needs two hosts");
+        Restore {
+            host: &self.hosts[self.hosts.len() - 1],
+            rate: self.link.clone(),
+        }
     }
 }
 
