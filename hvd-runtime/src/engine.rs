@@ -10,8 +10,11 @@
 //! announcement, so they too are the same everywhere.
 //!
 //! Latency policy: the thread sleeps at most one cycle time when idle, but a submission
-//! wakes it at once, so a lone small tensor never waits out a cycle; under load, tensors
-//! submitted while a cycle runs are batched into the next one.
+//! wakes it at once, so a lone small tensor never waits out a cycle; after a cycle that
+//! had work it polls the queue for a moment before it sleeps, and callers poll their
+//! handles before they sleep (see `poll.rs`), so back-to-back collectives cross no
+//! sleeping thread. Under load, tensors submitted while a cycle runs are batched into the
+//! next one.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -154,13 +157,15 @@ impl Engine {
             self.stop(e);
             return;
         }
+        let mut busy = false;
         loop {
-            let (submissions, shutdown) = self.queue.take(self.config.cycle_time);
+            let (submissions, shutdown) = self.queue.take(self.config.cycle_time, busy);
+            busy = !submissions.is_empty();
             submissions.into_iter().for_each(|s| self.accept(s));
             self.leaving |= shutdown;
             let next = self.cycle().unwrap_or_else(|e| {
                 // Tensors submitted while the failed round was blocked were waiting too.
-                let (late, _) = self.queue.take(Duration::ZERO);
+                let (late, _) = self.queue.take(Duration::ZERO, false);
                 late.into_iter().for_each(|s| self.accept(s));
                 Next::Stop(while_negotiating(e, &self.waiting()))
             });

@@ -1,11 +1,13 @@
 //! Handles: how an asynchronous collective's result comes back to the caller.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use hvd_core::{Error, Result};
 
 use super::buffer::AnyBuffer;
+use super::poll::{HANDLE_POLL, poll_until};
 
 /// What a finished operation hands back, before it is turned into the caller's type.
 pub(crate) enum Outcome {
@@ -24,6 +26,8 @@ pub(crate) enum Outcome {
 pub(crate) struct Slot {
     state: Mutex<Option<Result<Outcome>>>,
     done: Condvar,
+    /// Set once the outcome is in, so a waiter can poll without taking the lock.
+    completed: AtomicBool,
 }
 
 impl Slot {
@@ -36,6 +40,7 @@ impl Slot {
         let mut state = self.lock();
         if state.is_none() {
             *state = Some(outcome);
+            self.completed.store(true, Ordering::Release);
             self.done.notify_all();
         }
     }
@@ -78,6 +83,7 @@ impl<T> Handle<T> {
     /// The runtime bounds every operation: a tensor that some rank never submits fails
     /// after the stall shutdown time, and a lost rank fails everything at once.
     pub fn wait(self) -> Result<T> {
+        poll_until(HANDLE_POLL, || self.slot.completed.load(Ordering::Acquire));
         let mut state = self.slot.lock();
         loop {
             if let Some(outcome) = state.take() {

@@ -21,6 +21,7 @@ mod execute;
 #[doc(hidden)]
 pub mod fuzzing;
 mod handle;
+mod poll;
 mod process_set;
 mod queue;
 mod request;

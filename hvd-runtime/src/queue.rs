@@ -2,6 +2,7 @@
 //! runs them.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -9,6 +10,7 @@ use hvd_core::{Error, Result};
 
 use super::buffer::AnyBuffer;
 use super::handle::Slot;
+use super::poll::{QUEUE_POLL, poll_until};
 use super::request::Request;
 
 /// The most yields the background thread spends letting a burst of submissions finish.
@@ -37,6 +39,9 @@ struct State {
 pub(crate) struct Queue {
     state: Mutex<State>,
     wake: Condvar,
+    /// Set with every submission and shutdown request, so the background thread can poll
+    /// for work without taking the lock.
+    work: AtomicBool,
 }
 
 impl Queue {
@@ -61,6 +66,7 @@ impl Queue {
             ));
         }
         state.submissions.push(submission);
+        self.work.store(true, Ordering::Release);
         // The background thread only sleeps on an empty queue: wake it on the first
         // submission, not on every one of a burst.
         if state.submissions.len() == 1 {
@@ -69,14 +75,22 @@ impl Queue {
         Ok(())
     }
 
-    /// Takes everything submitted, waiting up to `cycle` for something to arrive.
-    /// Returns whether a shutdown was requested.
-    pub fn take(&self, cycle: Duration) -> (Vec<Submission>, bool) {
+    /// Takes everything submitted, waiting up to `cycle` for something to arrive: parked,
+    /// after polling for a moment when `busy` (the last take found work, so more is likely
+    /// to follow at once; an idle job costs no polling). Returns whether a shutdown was
+    /// requested.
+    pub fn take(&self, cycle: Duration, busy: bool) -> (Vec<Submission>, bool) {
+        let polled = if busy {
+            QUEUE_POLL.min(cycle)
+        } else {
+            Duration::ZERO
+        };
+        poll_until(polled, || self.work.load(Ordering::Acquire));
         let mut state = self.lock();
         if state.submissions.is_empty() && !state.shutdown_requested {
             state = self
                 .wake
-                .wait_timeout(state, cycle)
+                .wait_timeout(state, cycle - polled)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
@@ -96,6 +110,7 @@ impl Queue {
             }
             seen = state.submissions.len();
         }
+        self.work.store(state.shutdown_requested, Ordering::Release);
         (
             std::mem::take(&mut state.submissions),
             state.shutdown_requested,
@@ -110,6 +125,7 @@ impl Queue {
     /// Asks the background thread to leave the job.
     pub fn request_shutdown(&self) {
         self.lock().shutdown_requested = true;
+        self.work.store(true, Ordering::Release);
         self.wake.notify_all();
     }
 
