@@ -1,0 +1,67 @@
+"""Horovod's MNIST recipe (examples/pytorch/train_mnist.py, changed only in its import)
+trains under each launcher a Horovod user has: hvdrun, mpirun and torchrun. Two ranks
+on the synthetic stand-in, one epoch: every launcher must give the same test loss and
+accuracy (the job is deterministic and a sum of two is the same either way round), and
+the model must have learnt."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import hvdrun
+
+EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "pytorch",
+                       "train_mnist.py")
+ARGS = ["--epochs", "1", "--synthetic", "--synthetic-size", "6000", "--lr", "0.1",
+        "--log-interval", "1000"]
+RESULT = re.compile(r"Test set: Average loss: ([0-9.]+), Accuracy: ([0-9.]+)%")
+
+
+def mpirun():
+    found = shutil.which("mpirun")
+    if found is None:
+        if os.environ.get("CI"):
+            pytest.fail("mpirun is not installed (apt-get install openmpi-bin)")
+        pytest.skip("mpirun is not installed (apt-get install openmpi-bin)")
+    return [found, "--oversubscribe", "-np", "2"]
+
+
+# Each launcher's command up to the script; torchrun runs the script with its own Python.
+LAUNCHERS = {
+    "hvdrun": lambda: [hvdrun(), "-np", "2", sys.executable],
+    "mpirun": lambda: [*mpirun(), sys.executable],
+    "torchrun": lambda: [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node",
+                         "2"],
+}
+
+
+def train(launcher):
+    command = [*LAUNCHERS[launcher](), EXAMPLE, *ARGS]
+    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, f"{launcher} failed:\n{output}"
+    # Each rank trains on its half: the sampler saw two replicas.
+    assert "Train Epoch: 1 [0/3000 (0%)]" in output, output
+    assert "Warning" not in output, output
+    results = RESULT.findall(output)
+    assert len(results) == 1, f"expected one test line from rank 0:\n{output}"
+    return tuple(float(v) for v in results[0])
+
+
+@pytest.fixture(scope="module")
+def under_hvdrun():
+    return train("hvdrun")
+
+
+def test_recipe_learns_under_hvdrun(under_hvdrun):
+    loss, accuracy = under_hvdrun
+    assert accuracy >= 50.0 and loss < 2.0, under_hvdrun
+
+
+@pytest.mark.parametrize("launcher", ["mpirun", "torchrun"])
+def test_recipe_trains_the_same_under(launcher, under_hvdrun):
+    assert train(launcher) == under_hvdrun
