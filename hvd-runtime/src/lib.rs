@@ -44,6 +44,7 @@ pub use buffer::{Bools, Buffer, Shaped};
 pub use config::Config;
 pub use handle::Handle;
 pub use process_set::ProcessSet;
+pub use stack::Stack;
 pub use stats::StatsSnapshot;
 
 use engine::SetRegistry;

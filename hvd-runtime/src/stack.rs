@@ -1,4 +1,7 @@
 //! The middleware stack, built in one place you can read top to bottom.
+//!
+//! Public so that tests (and anyone composing their own runtime) can run the very stack
+//! the engine runs its data collectives through over a transport of their choosing.
 
 use std::sync::Arc;
 
@@ -6,9 +9,9 @@ use hvd_core::Collective;
 use hvd_fusion::Fusion;
 use hvd_timeline::{Recorder, Timeline};
 
-/// A transport wrapped in hvd's middleware, with handles to the layers the runtime
-/// adjusts while it runs.
-pub(crate) struct Stack {
+/// A transport wrapped in hvd's middleware (`Timeline<Fusion<transport>>`), with handles
+/// to the layers the runtime adjusts while it runs.
+pub struct Stack {
     top: Box<dyn Collective>,
     fusion: Arc<Fusion<Arc<dyn Collective>>>,
 }
@@ -38,7 +41,7 @@ impl Stack {
     }
 
     /// Changes the fusion threshold (the autotuner does, in the same cycle on every rank).
-    pub fn set_fusion_threshold(&self, bytes: usize) {
+    pub(crate) fn set_fusion_threshold(&self, bytes: usize) {
         self.fusion.set_threshold(bytes);
     }
 }

@@ -7,6 +7,7 @@
 //!   skipped and why (with the command that installs what is missing); then the Python
 //!   front's pytest jobs, when a virtual environment with torch is present.
 //! - `bench-peers`: hvd-bench next to Open MPI and Gloo, in one run, as speed-ups.
+//! - `bench-torch`: `hvd.torch` next to torch's DistributedDataParallel (Gloo), in one run.
 //! - `bench-mpi`: hvd's MPI transport next to plain `MPI_Allreduce`, as overheads.
 //! - `scaling`: hvd-bench across the simulated cluster, for the scaling model.
 //! - `fuzz`: every fuzz target of `fuzz/` for a few seconds each (CI), or longer.
@@ -15,6 +16,7 @@ mod backends;
 mod bench_fabric;
 mod bench_mpi;
 mod bench_peers;
+mod bench_torch;
 mod cluster;
 mod fuzz;
 mod interrupt;
@@ -44,6 +46,10 @@ commands:
   bench-peers [--np 2,4] [--sizes 4K,1M,256M] [--repeats 3] [--peers DIR]
       Run hvd-bench next to Open MPI (TCP and shared memory) and Gloo in one run and
       print the medians and hvd's speed-ups.
+  bench-torch [--models mlp,cnn] [--np 2] [--epochs 2] [--repeats 3] [--peers DIR]
+      Build the hvd wheel into $HVD_VENV and train the same job with hvd.torch (under
+      hvdrun) and with DistributedDataParallel over Gloo, alternately; print the median
+      examples/s of each, hvd's ratio and both final losses.
   bench-mpi [--np 2,4] [--sizes 1M,64M] [--repeats 3] [--peers DIR]
       Run hvd-bench --backend mpi and plain MPI_Allreduce alternately under mpirun and
       print the medians and hvd's overhead.
@@ -70,6 +76,7 @@ fn main() -> ExitCode {
         Some("train") => train::run(&args[1..]),
         Some("test-cluster") => test_cluster::run(&args[1..]),
         Some("bench-peers") => bench_peers::run(&args[1..]),
+        Some("bench-torch") => bench_torch::run(&args[1..]),
         Some("bench-mpi") => bench_mpi::run(&args[1..]),
         Some("scaling") => scaling::run(&args[1..]),
         Some("fuzz") => fuzz::run(&args[1..]),

@@ -1,6 +1,7 @@
 //! The Python front's tests: build the hvd wheel, install it into a virtual environment
 //! outside the source tree, and run its pytest jobs (each under hvdrun).
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -39,8 +40,9 @@ pub fn ready(venv: &Path) -> Result<(), String> {
     }
 }
 
-/// Builds and installs the wheel, then runs pytest; an empty collection is a failure.
-pub fn test(root: &Path, venv: &Path) -> Result<(), String> {
+/// Builds the wheel from this tree and installs it into `venv`; returns a `PATH` that
+/// puts the environment's programs (python, hvdrun) first.
+pub fn install_wheel(root: &Path, venv: &Path) -> Result<OsString, String> {
     let bin = venv.join("bin");
     let path = std::env::join_paths(std::iter::once(bin.clone()).chain(std::env::split_paths(
         &std::env::var_os("PATH").unwrap_or_default(),
@@ -61,7 +63,13 @@ pub fn test(root: &Path, venv: &Path) -> Result<(), String> {
     run(Command::new(bin.join("pip"))
         .args(["install", "--quiet", "--force-reinstall", "--no-deps"])
         .arg(&wheel))?;
-    let status = Command::new(bin.join("python"))
+    Ok(path)
+}
+
+/// Builds and installs the wheel, then runs pytest; an empty collection is a failure.
+pub fn test(root: &Path, venv: &Path) -> Result<(), String> {
+    let path = install_wheel(root, venv)?;
+    let status = Command::new(venv.join("bin/python"))
         .args(["-m", "pytest", "-q", "hvd-python/tests"])
         .current_dir(root)
         .env("PATH", &path)
