@@ -160,8 +160,9 @@ impl Engine {
         let mut busy = false;
         loop {
             let (submissions, shutdown) = self.queue.take(self.config.cycle_time, busy);
-            busy = !submissions.is_empty();
+            let took = !submissions.is_empty();
             submissions.into_iter().for_each(|s| self.accept(s));
+            let waiting = self.pending.len();
             self.leaving |= shutdown;
             let next = self.cycle().unwrap_or_else(|e| {
                 // Tensors submitted while the failed round was blocked were waiting too.
@@ -173,6 +174,8 @@ impl Engine {
                 self.stop(reason);
                 return;
             }
+            // The caller of what just completed is likely to submit again at once.
+            busy = took || self.pending.len() < waiting;
         }
     }
 

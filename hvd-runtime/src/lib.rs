@@ -43,6 +43,8 @@ use hvd_core::{Collective, Error, Result, Topology, validate};
 pub use buffer::{Bools, Buffer, Shaped};
 pub use config::Config;
 pub use handle::Handle;
+/// What [`Stack::build`] records the Timeline into.
+pub use hvd_timeline::Recorder;
 pub use process_set::ProcessSet;
 pub use stack::Stack;
 pub use stats::StatsSnapshot;

@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hvd_core::{Error, Result};
 
@@ -76,21 +76,21 @@ impl Queue {
     }
 
     /// Takes everything submitted, waiting up to `cycle` for something to arrive: parked,
-    /// after polling for a moment when `busy` (the last take found work, so more is likely
-    /// to follow at once; an idle job costs no polling). Returns whether a shutdown was
-    /// requested.
+    /// after polling for a moment when `busy` (the last cycle took or completed work, so
+    /// more is likely to follow at once; an idle job costs no polling). Returns whether a
+    /// shutdown was requested.
     pub fn take(&self, cycle: Duration, busy: bool) -> (Vec<Submission>, bool) {
-        let polled = if busy {
-            QUEUE_POLL.min(cycle)
-        } else {
-            Duration::ZERO
-        };
-        poll_until(polled, || self.work.load(Ordering::Acquire));
+        let start = Instant::now();
+        if busy {
+            poll_until(QUEUE_POLL.min(cycle), || self.work.load(Ordering::Acquire));
+        }
         let mut state = self.lock();
         if state.submissions.is_empty() && !state.shutdown_requested {
+            // Yields on a loaded core can outlast the poll's budget: the whole wait,
+            // polled and parked, stays within one cycle.
             state = self
                 .wake
-                .wait_timeout(state, cycle - polled)
+                .wait_timeout(state, cycle.saturating_sub(start.elapsed()))
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }

@@ -16,6 +16,15 @@ pub struct Stack {
     fusion: Arc<Fusion<Arc<dyn Collective>>>,
 }
 
+impl std::fmt::Debug for Stack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stack")
+            .field("transport", &self.top.backend())
+            .field("fusion_threshold", &self.fusion.threshold())
+            .finish()
+    }
+}
+
 impl Stack {
     /// Wraps `transport`, innermost first; Fusion packs up to `fusion_threshold` bytes.
     pub fn build(
