@@ -41,8 +41,8 @@ commands:
       build a simulated cluster (hosts as network namespaces with an sshd each, links
       to a bridge shaped to --link) and run the cross-host tests and fault scenarios
       across it, and tear it down (also after Ctrl-C). Then build the hvd wheel and run
-      its pytest jobs in $HVD_VENV (default ~/.cache/hvd-venv), or say how to create
-      that environment.
+      its pytest jobs in $HVD_VENV (default ~/.cache/hvd-venv), making that environment
+      first when it is missing (torch, numpy, maturin, pytest from PyPI: ~3 GB).
   bench-peers [--np 2,4] [--sizes 4K,1M,256M] [--repeats 3] [--peers DIR]
       Run hvd-bench next to Open MPI (TCP and shared memory) and Gloo in one run and
       print the medians and hvd's speed-ups.

@@ -82,6 +82,34 @@ pub fn test(root: &Path, venv: &Path) -> Result<(), String> {
     }
 }
 
+/// Makes the environment: a venv (python3-venv from apt first, as root, when Python
+/// lacks it) and the packages the tests need from PyPI (torch is ~3 GB).
+pub fn make(venv: &Path) -> Result<(), String> {
+    let fresh = || {
+        Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(venv)
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    let made =
+        fresh() || (crate::requirements::apt_install(&["python3-venv", "python3-pip"]) && fresh());
+    if !made {
+        return Err(format!(
+            "could not make a virtual environment at {} (needs python3-venv)",
+            venv.display()
+        ));
+    }
+    println!(
+        "test-cluster: installing {PACKAGES} into {}",
+        venv.display()
+    );
+    run(Command::new(venv.join("bin/pip"))
+        .args(["install", "--quiet"])
+        .args(PACKAGES.split(' ')))?;
+    ready(venv)
+}
+
 fn run(command: &mut Command) -> Result<(), String> {
     let status = command
         .status()

@@ -362,11 +362,11 @@ enum PythonTests {
     Failed(String),
 }
 
-/// The Python front's pytest jobs, when their environment is present. Under CI a missing
-/// environment is a failure, as for the system tools.
+/// The Python front's pytest jobs, in their environment, made first when it is missing.
+/// When it cannot be made, under CI that is a failure, as for the system tools.
 fn python_tests(root: &std::path::Path) -> Result<(), PythonTests> {
     let venv = python::venv();
-    if let Err(why) = python::ready(&venv) {
+    if let Err(why) = python::ready(&venv).or_else(|_| python::make(&venv)) {
         let line = format!(
             "the Python front's tests (hvd-python): {why} (install: {})",
             python::install_hint(&venv)
