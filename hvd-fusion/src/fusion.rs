@@ -20,9 +20,10 @@ pub const DEFAULT_THRESHOLD: usize = 128 << 20;
 /// calls of the `inner` collective as the threshold allows. See the [crate docs](crate).
 pub struct Fusion<C: Collective> {
     inner: C,
-    /// Shared with the sub-groups made by `split`, so that a change reaches every process
-    /// set, as Horovod's one global threshold does.
-    threshold: Arc<AtomicUsize>,
+    /// The sub-groups made by `split` start from its value and then keep their own: the
+    /// members of a sub-group must change theirs before the same call of the sub-group,
+    /// which a change made through the parent cannot promise.
+    threshold: AtomicUsize,
     buffer: Mutex<FusionBuffer>,
     /// Receives the copies into and out of the fusion buffer (for the Timeline).
     tracer: Option<Arc<dyn Tracer>>,
@@ -31,7 +32,7 @@ pub struct Fusion<C: Collective> {
 impl<C: Collective> Fusion<C> {
     /// Wraps `inner`, packing up to `threshold_bytes` bytes per pack; 0 turns fusion off.
     pub fn new(inner: C, threshold_bytes: usize) -> Self {
-        Fusion::sharing(inner, Arc::new(AtomicUsize::new(threshold_bytes)), None)
+        Fusion::with_parts(inner, threshold_bytes, None)
     }
 
     /// Reports a `MEMCPY_IN_FUSION_BUFFER` and a `MEMCPY_OUT_FUSION_BUFFER` span to
@@ -43,10 +44,10 @@ impl<C: Collective> Fusion<C> {
         self
     }
 
-    fn sharing(inner: C, threshold: Arc<AtomicUsize>, tracer: Option<Arc<dyn Tracer>>) -> Self {
+    fn with_parts(inner: C, threshold: usize, tracer: Option<Arc<dyn Tracer>>) -> Self {
         Fusion {
             inner,
-            threshold,
+            threshold: AtomicUsize::new(threshold),
             buffer: Mutex::new(FusionBuffer::default()),
             tracer,
         }
@@ -75,10 +76,17 @@ impl<C: Collective> Fusion<C> {
     fn fuse(&self, tensors: &mut [TensorMut<'_>], op: FusedOp) -> Result<()> {
         // Read once: a concurrent `set_threshold` must not change the plan halfway.
         let threshold = self.threshold();
-        // A transport that moves a batch whole without copying (scatter-gather I/O) does
-        // what packing would, minus two copies of every byte.
-        if threshold == 0 || tensors.len() < 2 || self.inner.fuses_batches() {
+        if tensors.len() < 2 {
             return op.call(&self.inner, tensors, false);
+        }
+        // A transport that moves a batch whole without copying (scatter-gather I/O) does
+        // what packing would, minus two copies of every byte. The threshold still bounds
+        // each call, and 0 still means one call per tensor, as Horovod without fusion.
+        if threshold == 0 || self.inner.fuses_batches() {
+            for run in pack::runs(tensors.iter().map(TensorMut::byte_len), threshold) {
+                op.call(&self.inner, &mut tensors[run], false)?;
+            }
+            return Ok(());
         }
         let plan = pack::plan(&batch::items(tensors, |d| op.packed_dtype(d)), threshold);
         tracing::trace!(
@@ -203,7 +211,7 @@ impl<C: Collective> Collective for Fusion<C> {
     fn split(&self, members: &[usize]) -> Result<Option<Box<dyn Collective>>> {
         let sub = self.inner.split(members)?;
         Ok(sub.map(|sub| {
-            let fused = Fusion::sharing(sub, self.threshold.clone(), self.tracer.clone());
+            let fused = Fusion::with_parts(sub, self.threshold(), self.tracer.clone());
             Box::new(fused) as Box<dyn Collective>
         }))
     }

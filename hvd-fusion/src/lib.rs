@@ -46,9 +46,10 @@
 //! The largest pack in bytes, and so the size the fusion buffer grows to. Horovod's
 //! default is 128 MiB ([`DEFAULT_THRESHOLD`]), set by `HVD_FUSION_THRESHOLD` (alias
 //! `HOROVOD_FUSION_THRESHOLD`), which the facade reads. 0 turns fusion off: every call
-//! passes straight through. [`Fusion::set_threshold`] changes it at run time (for an
-//! autotuner); every rank must change it before the same call. Sub-groups made by `split`
-//! share their parent's threshold.
+//! makes one inner call per tensor, as Horovod without fusion. [`Fusion::set_threshold`]
+//! changes it at run time (for an autotuner); every rank must change it before the same
+//! call. Sub-groups made by `split` start from their parent's threshold and keep their
+//! own, so that each group changes it at a call its members agree on.
 //!
 //! ## Alignment
 //! The fusion buffer is allocated once, grown on demand, and reused. Its base is 64-byte
@@ -57,7 +58,10 @@
 //! a multiple of its dtype's size.
 //!
 //! ## What passes through
-//! - A batch of one tensor, and every batch when the threshold is 0.
+//! - A batch of one tensor; every tensor on its own when the threshold is 0.
+//! - Batches to an inner collective that scatter-gathers a batch itself
+//!   ([`Collective::fuses_batches`](hvd_core::Collective::fuses_batches)): cut into
+//!   consecutive runs of at most the threshold, each handed whole.
 //! - Tensors not in host memory (device tensors): unfused, in one inner call.
 //! - `broadcast` packs like allreduce but ignores dtypes (it only moves bytes, so any mix
 //!   shares one byte pack), copying in on the root only and out on the others.

@@ -2,6 +2,8 @@
 //! call. A pure function of the tensors' dtypes and sizes and the threshold, so that every
 //! rank, given the same batch, makes the same inner calls.
 
+use std::ops::Range;
+
 use hvd_core::DType;
 
 /// Where every pack starts in the fusion buffer: a multiple of this many bytes, so that
@@ -123,6 +125,28 @@ fn packs_of(items: &[Item], dtype: DType, threshold: usize) -> Vec<Pack> {
     packs
 }
 
+/// Cuts a batch of tensors of `sizes` bytes into consecutive runs of at most `threshold`
+/// bytes, in order; a tensor larger than `threshold` is a run of its own. For an inner
+/// collective that moves a whole batch without copying (scatter-gather), a run is what a
+/// pack is to one that does not: the threshold bounds each call either way.
+pub(crate) fn runs(sizes: impl IntoIterator<Item = usize>, threshold: usize) -> Vec<Range<usize>> {
+    let mut runs: Vec<Range<usize>> = Vec::new();
+    let mut bytes = 0;
+    for (i, size) in sizes.into_iter().enumerate() {
+        match runs.last_mut() {
+            Some(run) if bytes + size <= threshold => {
+                run.end = i + 1;
+                bytes += size;
+            }
+            _ => {
+                runs.push(i..i + 1);
+                bytes = size;
+            }
+        }
+    }
+    runs
+}
+
 /// Places packs into rounds of at most `threshold` bytes, in order.
 fn rounds(packs: impl IntoIterator<Item = Pack>, threshold: usize) -> Vec<Round> {
     let mut rounds: Vec<Round> = Vec::new();
@@ -156,6 +180,14 @@ mod tests {
             .flat_map(|r| &r.packs)
             .map(|p| (p.dtype, p.members.clone()))
             .collect()
+    }
+
+    #[test]
+    fn runs_are_consecutive_and_fit_the_threshold() {
+        assert_eq!(runs([10, 10, 10, 10], 25), [0..2, 2..4]);
+        assert_eq!(runs([10, 30, 10], 25), [0..1, 1..2, 2..3], "30 bytes go alone");
+        assert_eq!(runs([10, 10], 0), [0..1, 1..2], "threshold 0: one each");
+        assert_eq!(runs([], 25), Vec::<Range<usize>>::new());
     }
 
     #[test]

@@ -33,6 +33,9 @@ struct Call {
 struct Recording {
     inner: Box<dyn Collective>,
     calls: Arc<Mutex<Vec<Call>>>,
+    /// What it answers to `fuses_batches`: whether it stands for a scatter-gathering
+    /// transport.
+    scatter_gathers: bool,
 }
 
 impl Recording {
@@ -112,20 +115,38 @@ impl Collective for Recording {
         self.inner.barrier()
     }
 
+    fn fuses_batches(&self) -> bool {
+        self.scatter_gathers
+    }
+
     fn split(&self, members: &[usize]) -> Result<Option<Box<dyn Collective>>> {
         let sub = self.inner.split(members)?;
         Ok(sub.map(|inner| {
             let calls = self.calls.clone();
-            Box::new(Recording { inner, calls }) as Box<dyn Collective>
+            let scatter_gathers = self.scatter_gathers;
+            Box::new(Recording {
+                inner,
+                calls,
+                scatter_gathers,
+            }) as Box<dyn Collective>
         }))
     }
 }
 
 /// A one-rank group behind a recorder behind `Fusion`: enough to see the inner calls.
 fn fused(threshold: usize) -> Fusion<Recording> {
+    recorded(threshold, false)
+}
+
+fn recorded(threshold: usize, scatter_gathers: bool) -> Fusion<Recording> {
     let inner = Box::new(LocalGroup::new(1).build().remove(0));
     let calls = Arc::default();
-    Fusion::new(Recording { inner, calls }, threshold)
+    let recording = Recording {
+        inner,
+        calls,
+        scatter_gathers,
+    };
+    Fusion::new(recording, threshold)
 }
 
 fn names(count: usize) -> Vec<String> {
@@ -172,7 +193,7 @@ fn two_hundred_64_kib_tensors_make_one_inner_call() {
 }
 
 #[test]
-fn threshold_zero_passes_every_tensor_through_as_it_is() {
+fn threshold_zero_passes_every_tensor_through_alone_as_it_is() {
     let group = fused(0);
     let names = names(200);
     let mut data: Vec<Vec<f32>> = (0..200).map(|_| vec![1.0; 16 << 10]).collect();
@@ -184,9 +205,29 @@ fn threshold_zero_passes_every_tensor_through_as_it_is() {
         .collect();
     group.allreduce(&mut batch, SUM).unwrap();
     let calls = group.inner().calls();
-    assert_eq!(calls.len(), 1);
-    let seen: Vec<usize> = calls[0].tensors.iter().map(|t| t.addr).collect();
+    assert_eq!(calls.len(), 200, "one call per tensor, as Horovod without fusion");
+    let seen: Vec<usize> = calls.iter().flat_map(|c| &c.tensors).map(|t| t.addr).collect();
     assert_eq!(seen, addrs);
+}
+
+#[test]
+fn a_scatter_gathering_inner_gets_the_batch_uncopied_in_runs_that_fit_the_threshold() {
+    // 10 tensors of 1 KiB, 4 KiB threshold: runs of 4, 4 and 2, in order.
+    let group = recorded(4096, true);
+    let names = names(10);
+    let mut data: Vec<Vec<f32>> = (0..10).map(|_| vec![1.0; 256]).collect();
+    let addrs: Vec<usize> = data.iter().map(|d| d.as_ptr().addr()).collect();
+    let mut batch: Vec<TensorMut> = names
+        .iter()
+        .zip(&mut data)
+        .map(|(n, d)| TensorMut::from_slice(n, d))
+        .collect();
+    group.allreduce(&mut batch, SUM).unwrap();
+    let calls = group.inner().calls();
+    let sizes: Vec<usize> = calls.iter().map(|c| c.tensors.len()).collect();
+    assert_eq!(sizes, [4, 4, 2]);
+    let seen: Vec<usize> = calls.iter().flat_map(|c| &c.tensors).map(|t| t.addr).collect();
+    assert_eq!(seen, addrs, "the caller's own memory, in batch order");
 }
 
 #[test]
@@ -325,7 +366,7 @@ fn device_tensors_pass_through_unfused() {
 }
 
 #[test]
-fn sub_groups_are_fused_and_share_the_threshold() {
+fn sub_groups_start_from_the_parents_threshold_and_keep_their_own() {
     let group = fused(DEFAULT_THRESHOLD);
     let sub = group.split(&[0]).unwrap().expect("rank 0 is a member");
     let pair = |sub: &dyn Collective| {
@@ -337,14 +378,13 @@ fn sub_groups_are_fused_and_share_the_threshold() {
         sub.allreduce(&mut batch, SUM).unwrap();
     };
     pair(sub.as_ref());
+    // The sub-group's members may be between two calls of it when the parent changes:
+    // the change reaches the sub-group only through its own set_threshold.
     group.set_threshold(0);
     assert_eq!(group.threshold(), 0);
     pair(sub.as_ref());
     assert_eq!(
         shapes(&group.inner().calls()),
-        [
-            vec![(DType::U16, 5)],
-            vec![(DType::U16, 2), (DType::U16, 3)]
-        ]
+        [vec![(DType::U16, 5)], vec![(DType::U16, 5)]]
     );
 }

@@ -19,8 +19,8 @@ pub struct Config {
     pub cycle_time: Duration,
     /// Entries of the response cache (`HVD_CACHE_CAPACITY`; default 1024; 0 turns it off).
     pub cache_capacity: usize,
-    /// Tensor Fusion buffer size (`HVD_FUSION_THRESHOLD`; default 128 MiB; 0 turns fusion
-    /// off).
+    /// Tensor Fusion buffer size at start (`HVD_FUSION_THRESHOLD`; default 128 MiB; 0
+    /// turns fusion off). The autotuner changes it at run time; process sets follow.
     pub fusion_threshold: usize,
     /// How allreduces send f32 and f64 tensors unless a call says otherwise
     /// (`HVD_COMPRESSION`: `none`, `fp16` or `bf16`; default none). Every rank must use

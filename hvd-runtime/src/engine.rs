@@ -74,9 +74,7 @@ pub(crate) trait SetRegistry: Send + Sync {
 
 /// Everything an engine is built from.
 pub(crate) struct EngineParts {
-    /// The transport, used directly for negotiation.
-    pub control: Arc<dyn Collective>,
-    /// The middleware stack over the same transport, for the data.
+    /// The middleware stack for the data; negotiation runs on its bare transport.
     pub stack: Stack,
     pub queue: Arc<Queue>,
     pub config: Config,
@@ -123,14 +121,15 @@ enum Next {
 
 impl Engine {
     pub fn new(parts: EngineParts) -> Engine {
-        let topology = parts.control.topology();
+        let control = parts.stack.transport().clone();
+        let topology = control.topology();
         let (rank, size) = (topology.rank(), topology.size());
         parts
             .stats
-            .parameters(parts.config.fusion_threshold, parts.config.cycle_time);
+            .parameters(parts.stack.fusion_threshold(), parts.config.cycle_time);
         Engine {
             rank,
-            control: parts.control,
+            control,
             stack: parts.stack,
             queue: parts.queue,
             stats: parts.stats,
@@ -211,10 +210,6 @@ impl Engine {
         pending.iter().map(|p| p.request.name.clone()).collect()
     }
 
-    pub(super) fn fusion_threshold(&self) -> usize {
-        self.config.fusion_threshold
-    }
-
     /// The global set's engine gathers the job's trace; the others only record.
     fn gathers_trace(&self) -> bool {
         self.registry.is_some()
@@ -264,8 +259,25 @@ impl Engine {
                 )
             }),
             stalled: self.stall.verdicts(&self.table),
-            tune: self.tuning.as_mut().and_then(Tuning::take_decision),
+            tune: self
+                .tuning
+                .as_mut()
+                .and_then(Tuning::take_decision)
+                .or_else(|| self.follow_job()),
         }
+    }
+
+    /// On a process set's rank 0: the job's new fusion threshold, for the set's members
+    /// to apply after the same cycle of the set (each set runs its own cycles, so a
+    /// change cannot reach them all at once from the outside).
+    fn follow_job(&self) -> Option<Params> {
+        if self.rank != 0 {
+            return None;
+        }
+        self.stack.followed_threshold().map(|fusion_threshold| Params {
+            fusion_threshold,
+            cycle_time: self.config.cycle_time,
+        })
     }
 
     /// One negotiation round and the work it makes ready.
@@ -392,7 +404,6 @@ impl Engine {
             cycle_time = ?params.cycle_time,
             "autotune: new parameters"
         );
-        self.config.fusion_threshold = params.fusion_threshold;
         self.config.cycle_time = params.cycle_time;
         self.stack.set_fusion_threshold(params.fusion_threshold);
         self.stats

@@ -69,7 +69,7 @@ impl Engine {
         }
         let mut start = 0;
         while start < items.len() {
-            let end = start + batch_len(&items[start..], self.fusion_threshold());
+            let end = start + batch_len(&items[start..]);
             let batch = &mut items[start..end];
             for item in batch.iter() {
                 self.trace.recorder.queue_end(&item.name);
@@ -228,28 +228,21 @@ impl Engine {
     }
 }
 
-/// How many items from the start of `items` run as one batch.
-///
-/// The fusion threshold caps a batch's bytes (a tensor larger than it goes alone), and a
-/// threshold of 0 turns batching off: one tensor per collective, as Horovod without
-/// fusion.
-fn batch_len(items: &[Item], fusion_threshold: usize) -> usize {
+/// How many items from the start of `items` run as one batch: consecutive allreduces
+/// with one reduction, or broadcasts from one root, on one device. How a batch travels
+/// (packed, or in runs of at most the fusion threshold) is Fusion's to decide.
+fn batch_len(items: &[Item]) -> usize {
     let first = &items[0];
-    let batchable = matches!(first.kind, OpKind::Allreduce | OpKind::Broadcast);
-    if !batchable || fusion_threshold == 0 {
+    if !matches!(first.kind, OpKind::Allreduce | OpKind::Broadcast) {
         return 1;
     }
-    let bytes = |i: &Item| i.plan.shape.iter().product::<usize>() * i.plan.dtype.size();
-    let mut total = bytes(first);
     1 + items[1..]
         .iter()
         .take_while(|i| {
-            total += bytes(i);
             i.kind == first.kind
                 && i.plan.reduction == first.plan.reduction
                 && i.plan.root == first.plan.root
                 && i.plan.device == first.plan.device
-                && total <= fusion_threshold
         })
         .count()
 }

@@ -67,14 +67,11 @@ pub fn start(
     if let Some(path) = &config.timeline {
         trace.start(topology.rank(), path)?;
     }
-    let registry = Arc::new(Registry::new(
-        transport.clone(),
-        config.clone(),
-        trace.clone(),
-    ));
+    let stack = Stack::build(transport, config.fusion_threshold, &trace.recorder);
+    let registry = Arc::new(Registry::new(stack.clone(), config.clone(), trace.clone()));
     let global = SetEngine::start(
         0,
-        transport,
+        stack,
         &config,
         Some(registry.clone() as Arc<dyn SetRegistry>),
         trace.clone(),

@@ -6,11 +6,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use hvd_core::{Collective, Compression, Error, Result, Topology};
+use hvd_core::{Compression, Error, Result, Topology};
 
 use super::config::Config;
 use super::engine::{Engine, EngineParts, SetRegistry};
 use super::queue::Queue;
+use super::stack::Stack;
 use super::stats::Stats;
 use super::timeline::Trace;
 use super::tuning::Tuning;
@@ -34,17 +35,18 @@ pub(crate) struct SetEngine {
 }
 
 impl SetEngine {
-    /// Starts the background thread of the process set `id` over `transport`.
+    /// Starts the background thread of the process set `id` over `stack`.
     pub fn start(
         id: usize,
-        transport: Arc<dyn Collective>,
+        stack: Stack,
         config: &Config,
         registry: Option<Arc<dyn SetRegistry>>,
         trace: Arc<Trace>,
     ) -> Result<Arc<SetEngine>> {
         let queue = Arc::new(Queue::default());
         let stats = Arc::new(Stats::default());
-        let rank = transport.topology().rank();
+        let topology = stack.transport().topology().clone();
+        let rank = topology.rank();
         // Only the global set tunes: its threshold and cycle are the ones that matter.
         let tuning = if id == 0 {
             Tuning::new(rank, config)?
@@ -52,12 +54,7 @@ impl SetEngine {
             None
         };
         let engine = Engine::new(EngineParts {
-            stack: crate::stack::Stack::build(
-                transport.clone(),
-                config.fusion_threshold,
-                &trace.recorder,
-            ),
-            control: transport.clone(),
+            stack,
             queue: queue.clone(),
             config: config.clone(),
             stats: stats.clone(),
@@ -70,7 +67,7 @@ impl SetEngine {
             .spawn(move || engine.run())
             .map_err(|e| Error::io("starting the hvd background thread", &e))?;
         Ok(Arc::new(SetEngine {
-            topology: transport.topology().clone(),
+            topology,
             queue,
             stats,
             compression: config.compression,
@@ -97,7 +94,8 @@ type SetEntry = (Vec<usize>, Option<Arc<SetEngine>>);
 
 /// The process sets of this rank, and how new ones are made.
 pub(crate) struct Registry {
-    transport: Arc<dyn Collective>,
+    /// The job's stack, which process sets' stacks are split from.
+    stack: Stack,
     config: Config,
     trace: Arc<Trace>,
     next_id: AtomicUsize,
@@ -106,9 +104,9 @@ pub(crate) struct Registry {
 }
 
 impl Registry {
-    pub fn new(transport: Arc<dyn Collective>, config: Config, trace: Arc<Trace>) -> Self {
+    pub fn new(stack: Stack, config: Config, trace: Arc<Trace>) -> Self {
         Registry {
-            transport,
+            stack,
             config,
             trace,
             next_id: AtomicUsize::new(1),
@@ -141,10 +139,10 @@ impl SetRegistry for Registry {
         // Ids are handed out in the order the global engine runs additions, which is the
         // same on every rank.
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let engine = match self.transport.split(members)? {
+        let engine = match self.stack.split(members)? {
             Some(sub) => Some(SetEngine::start(
                 id,
-                Arc::from(sub),
+                sub,
                 &self.config,
                 None,
                 self.trace.clone(),
@@ -173,7 +171,7 @@ impl SetRegistry for Registry {
                 Ok(())
             }
             None => Err(Error::invalid(
-                self.transport.topology().rank(),
+                self.stack.transport().topology().rank(),
                 "remove_process_set",
                 format!("process set {id}"),
                 "no such process set",

@@ -5,15 +5,29 @@
 
 use std::sync::Arc;
 
-use hvd_core::Collective;
+use hvd_core::{Collective, Result};
 use hvd_fusion::Fusion;
 use hvd_timeline::{Recorder, Timeline};
 
+type Fused = Fusion<Arc<dyn Collective>>;
+
 /// A transport wrapped in hvd's middleware (`Timeline<Fusion<transport>>`), with handles
 /// to the layers the runtime adjusts while it runs.
+///
+/// The engine hands each cycle's agreed batches to the top whole; Fusion alone decides
+/// how they travel (packed, or in runs of at most its threshold), so the threshold lives
+/// in one place. A process set's stack is made by [`split`](Self::split) and follows this
+/// one's threshold.
+#[derive(Clone)]
 pub struct Stack {
-    top: Box<dyn Collective>,
-    fusion: Arc<Fusion<Arc<dyn Collective>>>,
+    /// The bare transport: negotiation runs on it, under no middleware.
+    transport: Arc<dyn Collective>,
+    top: Arc<dyn Collective>,
+    fusion: Arc<Fused>,
+    recorder: Arc<Recorder>,
+    /// The Fusion of the stack this one was split from, whose threshold (the job's, which
+    /// the autotuner changes) this one follows.
+    parent: Option<Arc<Fused>>,
 }
 
 impl std::fmt::Debug for Stack {
@@ -32,15 +46,28 @@ impl Stack {
         fusion_threshold: usize,
         recorder: &Arc<Recorder>,
     ) -> Stack {
+        Stack::wrap(transport, fusion_threshold, recorder.clone(), None)
+    }
+
+    fn wrap(
+        transport: Arc<dyn Collective>,
+        fusion_threshold: usize,
+        recorder: Arc<Recorder>,
+        parent: Option<Arc<Fused>>,
+    ) -> Stack {
         // Tensor Fusion: a cycle's batch of small tensors becomes a few large collectives.
         // It reports its copies into and out of the fusion buffer to the timeline.
-        let fusion =
-            Arc::new(Fusion::new(transport, fusion_threshold).with_tracer(recorder.clone()));
+        let fusion = Arc::new(
+            Fusion::new(transport.clone(), fusion_threshold).with_tracer(recorder.clone()),
+        );
         // Timeline: every collective as a span on each of its tensors' rows.
         let timeline = Timeline::new(fusion.clone(), recorder.clone());
         Stack {
-            top: Box::new(timeline),
+            transport,
+            top: Arc::new(timeline),
             fusion,
+            recorder,
+            parent,
         }
     }
 
@@ -49,7 +76,41 @@ impl Stack {
         self.top.as_ref()
     }
 
-    /// Changes the fusion threshold (the autotuner does, in the same cycle on every rank).
+    /// The bare transport under the middleware.
+    pub fn transport(&self) -> &Arc<dyn Collective> {
+        &self.transport
+    }
+
+    /// The largest batch Fusion hands the transport in one call, in bytes.
+    pub fn fusion_threshold(&self) -> usize {
+        self.fusion.threshold()
+    }
+
+    /// The same stack over the sub-group of `members` (global ranks), `None` on a rank
+    /// that is not one. It starts from this stack's threshold and follows it through
+    /// [`followed_threshold`](Self::followed_threshold).
+    pub fn split(&self, members: &[usize]) -> Result<Option<Stack>> {
+        let Some(sub) = self.transport.split(members)? else {
+            return Ok(None);
+        };
+        let threshold = self.fusion_threshold();
+        let parent = Some(self.fusion.clone());
+        Ok(Some(Stack::wrap(
+            Arc::from(sub),
+            threshold,
+            self.recorder.clone(),
+            parent,
+        )))
+    }
+
+    /// The threshold of the stack this one was split from, when it differs from this
+    /// one's: the change the engine must have its members agree on before applying.
+    pub(crate) fn followed_threshold(&self) -> Option<usize> {
+        let wanted = self.parent.as_ref()?.threshold();
+        (wanted != self.fusion_threshold()).then_some(wanted)
+    }
+
+    /// Changes the fusion threshold; every member must change it after the same cycle.
     pub(crate) fn set_fusion_threshold(&self, bytes: usize) {
         self.fusion.set_threshold(bytes);
     }

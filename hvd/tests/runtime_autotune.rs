@@ -63,3 +63,45 @@ fn every_rank_applies_rank_0s_decisions_and_the_log_lists_the_points() {
         "{text}"
     );
 }
+
+#[test]
+fn process_sets_follow_the_tuned_fusion_threshold_in_step() {
+    let cfg = Config {
+        autotune: true,
+        ..config()
+    };
+    let results = job(2, cfg, |hvd| {
+        let set = hvd.add_process_set(&[0, 1]).unwrap();
+        let mut seen = std::collections::BTreeSet::new();
+        for step in 0..200 {
+            let tensors = (0..4)
+                .map(|i| (format!("grad.{i}"), vec![step as f32; 1024]))
+                .collect();
+            hvd.grouped_allreduce(tensors, ReduceOp::Sum).unwrap();
+            // Batches on the set keep matching while its threshold changes under them.
+            let tensors = (0..4)
+                .map(|i| (format!("set.{i}"), vec![step as f32; 1024]))
+                .collect();
+            let out = set.grouped_allreduce(tensors, ReduceOp::Sum).unwrap();
+            assert!(out.iter().all(|t| t.iter().all(|v| *v == 2.0 * step as f32)));
+            seen.insert(set.stats().fusion_threshold);
+        }
+        hvd.barrier().unwrap();
+        // The set takes the job's last change within a few of its own cycles.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while set.stats().fusion_threshold != hvd.stats().fusion_threshold
+            && std::time::Instant::now() < deadline
+        {
+            set.barrier().unwrap();
+        }
+        (
+            hvd.stats().fusion_threshold,
+            set.stats().fusion_threshold,
+            seen.len(),
+        )
+    });
+    for (rank, (job_threshold, set_threshold, distinct)) in results.iter().enumerate() {
+        assert_eq!(job_threshold, set_threshold, "rank {rank}: {results:?}");
+        assert!(*distinct >= 2, "the set followed changes: {results:?}");
+    }
+}
