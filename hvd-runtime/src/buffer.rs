@@ -4,8 +4,6 @@
 //! for every element type, [`Bools`] for bool tensors, and whatever a framework
 //! integration implements.
 
-use std::any::Any;
-
 use hvd_core::{DType, Element};
 
 /// An owned host tensor the runtime can read, write, and create more of.
@@ -120,8 +118,6 @@ pub(crate) trait AnyBuffer: Send {
     fn shape(&self) -> Vec<usize>;
     fn bytes(&self) -> &[u8];
     fn bytes_mut(&mut self) -> &mut [u8];
-    fn zeroed_boxed(&self, shape: &[usize]) -> Box<dyn AnyBuffer>;
-    fn into_any(self: Box<Self>) -> Box<dyn Any + Send>;
 }
 
 impl<B: Buffer> AnyBuffer for B {
@@ -136,12 +132,6 @@ impl<B: Buffer> AnyBuffer for B {
     }
     fn bytes_mut(&mut self) -> &mut [u8] {
         Buffer::bytes_mut(self)
-    }
-    fn zeroed_boxed(&self, shape: &[usize]) -> Box<dyn AnyBuffer> {
-        Box::new(self.zeroed(shape))
-    }
-    fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
-        self
     }
 }
 

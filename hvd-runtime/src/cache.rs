@@ -125,13 +125,22 @@ impl ResponseCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::request::Op;
     use crate::response::decide;
-    use hvd_core::DType;
+    use hvd_core::{Compression, DType, ReduceOp, Reduction};
+
+    fn sum(name: &str, len: usize) -> Request {
+        let op = Op::Allreduce {
+            reduction: Reduction::new(ReduceOp::Sum),
+            compression: Compression::None,
+        };
+        Request::new(name, op, DType::F32, vec![len])
+    }
 
     fn cache_response(cache: &mut ResponseCache, name: &str, len: usize) -> Request {
-        let r = Request::new(name, OpKind::Allreduce, DType::F32, vec![len]);
+        let r = sum(name, len);
         let requests = vec![Some(r.clone()), Some(r.clone())];
-        cache.insert(&decide(name, &requests, 0), &requests);
+        cache.insert(&decide(name, (0, &r), &requests, 0), &requests);
         r
     }
 
@@ -140,7 +149,7 @@ mod tests {
         let mut cache = ResponseCache::new(4);
         let r = cache_response(&mut cache, "w", 8);
         assert_eq!(cache.lookup(1, &r), Some(0));
-        let changed = Request::new("w", OpKind::Allreduce, DType::F32, vec![9]);
+        let changed = sum("w", 9);
         assert_eq!(cache.lookup(1, &changed), None);
     }
 

@@ -24,12 +24,10 @@ use hvd_core::{Collective, DType, Error, ReduceOp, Reduction, Result, TensorMut,
 
 use crate::autotune::Params;
 
-use super::buffer::AnyBuffer;
 use super::cache::ResponseCache;
 use super::compress::WireBuffers;
 use super::config::Config;
 use super::control_errors::while_negotiating;
-use super::handle::Slot;
 use super::queue::{Queue, Submission};
 use super::request::{OpKind, Request};
 use super::response::Response;
@@ -39,6 +37,7 @@ use super::table::MessageTable;
 use super::timeline::{FLUSH_EVERY, Trace};
 use super::tuning::Tuning;
 use super::wire::Announcement;
+use super::work::Work;
 use crate::stack::Stack;
 
 /// Where a pending tensor is in negotiation.
@@ -55,21 +54,11 @@ pub(super) enum Progress {
 /// A tensor this rank submitted that has not completed.
 pub(super) struct Pending {
     pub request: Request,
-    pub buffer: Option<Box<dyn AnyBuffer>>,
-    pub slot: Arc<Slot>,
+    pub work: Work,
     pub progress: Progress,
     /// Local submission order: announcements keep it.
     pub seq: u64,
     pub since: Instant,
-}
-
-/// What runs process-set changes for the global set's engine.
-pub(crate) trait SetRegistry: Send + Sync {
-    /// Creates a process set of `members` (global ranks) from the global transport;
-    /// returns its id.
-    fn add(&self, members: &[usize]) -> Result<usize>;
-    /// Removes process set `id`.
-    fn remove(&self, id: usize) -> Result<()>;
 }
 
 /// Everything an engine is built from.
@@ -79,8 +68,8 @@ pub(crate) struct EngineParts {
     pub queue: Arc<Queue>,
     pub config: Config,
     pub stats: Arc<Stats>,
-    /// Present on the global set's engine only.
-    pub registry: Option<Arc<dyn SetRegistry>>,
+    /// Whether this is the global set's engine, which gathers the job's trace.
+    pub global: bool,
     /// Present on the global set's engine when autotuning.
     pub tuning: Option<Tuning>,
     /// The trace this engine records into; the global set's engine also gathers it.
@@ -93,7 +82,7 @@ pub(crate) struct Engine {
     pub(super) stack: Stack,
     pub(super) queue: Arc<Queue>,
     pub(super) stats: Arc<Stats>,
-    pub(super) registry: Option<Arc<dyn SetRegistry>>,
+    global: bool,
     pub(super) pending: HashMap<String, Pending>,
     /// Wire buffers of compressed allreduces, kept for the next batch.
     pub(super) wire_buffers: WireBuffers,
@@ -133,7 +122,7 @@ impl Engine {
             stack: parts.stack,
             queue: parts.queue,
             stats: parts.stats,
-            registry: parts.registry,
+            global: parts.global,
             pending: HashMap::new(),
             wire_buffers: WireBuffers::default(),
             table: MessageTable::new(size),
@@ -179,11 +168,7 @@ impl Engine {
     }
 
     fn accept(&mut self, submission: Submission) {
-        let Submission {
-            request,
-            buffer,
-            slot,
-        } = submission;
+        let Submission { request, work } = submission;
         self.trace.recorder.queue_begin(&request.name);
         let progress = match self.cache.lookup(self.rank, &request) {
             Some(cache_slot) if !self.anyone_joined() => Progress::Cached(cache_slot),
@@ -194,8 +179,7 @@ impl Engine {
             request.name.clone(),
             Pending {
                 request,
-                buffer,
-                slot,
+                work,
                 progress,
                 seq: self.next_seq,
                 since: Instant::now(),
@@ -212,7 +196,7 @@ impl Engine {
 
     /// The global set's engine gathers the job's trace; the others only record.
     fn gathers_trace(&self) -> bool {
-        self.registry.is_some()
+        self.global
     }
 
     fn anyone_joined(&self) -> bool {
@@ -377,7 +361,7 @@ impl Engine {
                 // too long): the cached response is stale on every rank.
                 self.cache.invalidate(&request.name);
                 let recorder = &self.trace.recorder;
-                recorder.negotiate_begin(&request.name, request.kind.name());
+                recorder.negotiate_begin(&request.name, request.kind().name());
                 recorder.negotiate_rank_ready(&request.name, from);
                 self.table.add(from, request);
             }
@@ -414,10 +398,10 @@ impl Engine {
     fn stop(&mut self, reason: Error) {
         let queued = self.queue.stop(reason.clone());
         for submission in queued {
-            submission.slot.complete(Err(reason.clone()));
+            submission.work.fail(reason.clone());
         }
         for (_, p) in self.pending.drain() {
-            p.slot.complete(Err(reason.clone()));
+            p.work.fail(reason.clone());
         }
     }
 }

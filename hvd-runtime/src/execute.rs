@@ -1,46 +1,126 @@
-//! Running agreed responses through the middleware stack, and completing handles.
+//! Running agreed responses: data collectives through the middleware stack, control
+//! operations on the engine's own path, and completing what this rank submitted.
 
-use hvd_core::{Error, Reduction, Result, Tensor, TensorMut};
+use hvd_core::{Error, Result, Tensor, TensorMut};
 
 use super::buffer::{AnyBuffer, RawBuffer};
 use super::compress::{narrowed, widen_into};
-use super::engine::{Engine, Pending};
-use super::handle::Outcome;
-use super::request::OpKind;
+use super::engine::Engine;
+use super::request::BatchKey;
 use super::response::{Plan, Response};
+use super::work::{Control, InPlace, Resized, ResizedOp, Work};
 
-/// One response with this rank's pending submission (none on a joined rank).
-struct Item {
+/// One agreed response with what this rank has for it.
+enum Item {
+    Batched(Batched),
+    Resized {
+        name: String,
+        plan: Plan,
+        op: ResizedOp,
+        tensor: Box<dyn Resized>,
+    },
+    Control {
+        name: String,
+        plan: Plan,
+        control: Control,
+    },
+}
+
+/// An allreduce or broadcast: runs in one batch with its neighbours of the same key.
+struct Batched {
+    key: BatchKey,
     name: String,
-    kind: OpKind,
     plan: Plan,
-    pending: Option<Pending>,
-    /// The submitted tensor, or zeros of the agreed shape on a joined rank.
-    buffer: Option<Box<dyn AnyBuffer>>,
+    tensor: Memory,
+}
+
+/// The memory a batched item runs on.
+enum Memory {
+    /// The caller's tensor.
+    Caller(Box<dyn InPlace>),
+    /// Zeros of the agreed shape: what a joined rank contributes.
+    Zeros(RawBuffer),
+}
+
+impl Memory {
+    fn buffer(&mut self) -> &mut dyn AnyBuffer {
+        match self {
+            Memory::Caller(tensor) => tensor.buffer(),
+            Memory::Zeros(zeros) => zeros,
+        }
+    }
+
+    fn finish(self, result: Result<()>) {
+        if let Memory::Caller(tensor) = self {
+            tensor.finish(result);
+        }
+    }
 }
 
 impl Item {
-    /// The name and the tensor to work on.
-    fn parts(&mut self) -> (&str, &mut Box<dyn AnyBuffer>) {
-        let plan = &self.plan;
-        let buffer = self
-            .buffer
-            .get_or_insert_with(|| Box::new(RawBuffer::zeroed(plan.dtype, &plan.shape)));
-        (&self.name, buffer)
+    /// Pairs `plan` with this rank's `work` for it; `None` when there is nothing to run
+    /// here (a joined rank takes part in allreduces only).
+    fn new(name: String, plan: Plan, work: Option<Work>) -> Option<Item> {
+        let (key, tensor) = match work {
+            Some(Work::InPlace { op, tensor }) => (op.key(), Memory::Caller(tensor)),
+            Some(Work::Resized { op, tensor }) => {
+                return Some(Item::Resized {
+                    name,
+                    plan,
+                    op,
+                    tensor,
+                });
+            }
+            Some(Work::Control(control)) => {
+                return Some(Item::Control {
+                    name,
+                    plan,
+                    control,
+                });
+            }
+            None => {
+                let zeros = RawBuffer::zeroed(plan.dtype, &plan.shape);
+                (plan.op.batch_key()?, Memory::Zeros(zeros))
+            }
+        };
+        Some(Item::Batched(Batched {
+            key,
+            name,
+            plan,
+            tensor,
+        }))
     }
 
-    /// The result, once the batch ran (every buffer of a batch was filled by `parts`).
-    fn take_result(&mut self) -> Box<dyn AnyBuffer> {
-        let plan = &self.plan;
-        self.buffer
-            .take()
-            .unwrap_or_else(|| Box::new(RawBuffer::zeroed(plan.dtype, &plan.shape)))
+    fn name(&self) -> &str {
+        match self {
+            Item::Batched(Batched { name, .. })
+            | Item::Resized { name, .. }
+            | Item::Control { name, .. } => name,
+        }
+    }
+
+    fn fail(self, err: Error) {
+        match self {
+            Item::Batched(b) => b.tensor.finish(Err(err)),
+            Item::Resized { tensor, .. } => tensor.fail(err),
+            Item::Control { control, .. } => Work::Control(control).fail(err),
+        }
     }
 }
 
-fn view<'a>(name: &'a str, buffer: &'a mut Box<dyn AnyBuffer>) -> Result<TensorMut<'a>> {
-    let (dtype, shape) = (buffer.dtype(), buffer.shape());
-    TensorMut::from_bytes(name, dtype, shape, buffer.bytes_mut())
+type Items = std::iter::Peekable<std::vec::IntoIter<Item>>;
+
+/// The next item when it runs in one batch with `first`: the same stack call on the
+/// same device.
+fn next_in_batch(items: &mut Items, first: &Batched) -> Option<Batched> {
+    match items.peek() {
+        Some(Item::Batched(b)) if b.key == first.key && b.plan.device == first.plan.device => {}
+        _ => return None,
+    }
+    match items.next() {
+        Some(Item::Batched(b)) => Some(b),
+        _ => None,
+    }
 }
 
 /// Rows of the first dim that rank `r` of `n` gets from reducescatter: as even as
@@ -49,212 +129,165 @@ fn scatter_rows(rows: usize, n: usize, r: usize) -> usize {
     rows / n + usize::from(r < rows % n)
 }
 
+fn view<'a>(name: &'a str, buffer: &'a mut dyn AnyBuffer) -> Result<TensorMut<'a>> {
+    let (dtype, shape) = (buffer.dtype(), buffer.shape());
+    TensorMut::from_bytes(name, dtype, shape, buffer.bytes_mut())
+}
+
+fn input<'a>(name: &'a str, buffer: &'a dyn AnyBuffer) -> Result<Tensor<'a>> {
+    Tensor::from_bytes(name, buffer.dtype(), buffer.shape(), buffer.bytes())
+}
+
 impl Engine {
     /// Runs `responses` in order; consecutive allreduces with one reduction, and
-    /// consecutive broadcasts from one root, go to the stack as one batch.
+    /// consecutive broadcasts from one root, on one device, go to the stack as one batch
+    /// (how a batch travels is Fusion's to decide). Fails the rest after an error.
     pub(super) fn execute(&mut self, responses: Vec<Response>) -> Result<()> {
         let mut items = Vec::with_capacity(responses.len());
         for response in responses {
-            let mut pending = self.pending.remove(&response.name);
+            let work = self.pending.remove(&response.name).map(|p| {
+                self.finished(&response.name);
+                p.work
+            });
             match response.outcome {
-                Err(err) => self.complete(pending, Err(err)),
-                Ok(plan) => items.push(Item {
-                    name: response.name,
-                    kind: response.kind,
-                    plan,
-                    buffer: pending.as_mut().and_then(|p| p.buffer.take()),
-                    pending,
-                }),
+                Err(err) => {
+                    if let Some(work) = work {
+                        work.fail(err);
+                    }
+                }
+                Ok(plan) => items.extend(Item::new(response.name, plan, work)),
             }
         }
-        let mut start = 0;
-        while start < items.len() {
-            let end = start + batch_len(&items[start..]);
-            let batch = &mut items[start..end];
-            for item in batch.iter() {
-                self.trace.recorder.queue_end(&item.name);
-            }
-            let result = self.run_batch(batch);
-            let failed = result.as_ref().err().cloned();
-            for (item, outcome) in batch.iter_mut().zip(result.unwrap_or_default()) {
-                self.complete(item.pending.take(), Ok(outcome));
-            }
-            if let Some(err) = failed {
-                for item in &mut items[start..] {
-                    self.complete(item.pending.take(), Err(err.clone()));
+        let mut items: Items = items.into_iter().peekable();
+        while let Some(item) = items.next() {
+            self.trace.recorder.queue_end(item.name());
+            let result = match item {
+                Item::Resized {
+                    name,
+                    plan,
+                    op,
+                    tensor,
+                } => self.run_resized(&name, &plan, op, tensor),
+                Item::Control { plan, control, .. } => self.run_control(&plan, control),
+                Item::Batched(first) => {
+                    let mut batch = vec![first];
+                    while let Some(next) = next_in_batch(&mut items, &batch[0]) {
+                        self.trace.recorder.queue_end(&next.name);
+                        batch.push(next);
+                    }
+                    self.run_batch(batch)
                 }
+            };
+            if let Err(err) = result {
+                items.for_each(|item| item.fail(err.clone()));
                 return Err(err);
             }
-            start = end;
         }
         Ok(())
     }
 
-    fn complete(&self, pending: Option<Pending>, outcome: Result<Outcome>) {
-        if let Some(p) = pending {
-            self.queue.finished(&p.request.name);
-            self.stats.completed();
-            p.slot.complete(outcome);
-        }
+    /// Counts a submission of this rank as done, so its name can be used again.
+    fn finished(&self, name: &str) {
+        self.queue.finished(name);
+        self.stats.completed();
     }
 
-    /// Runs one batch; returns one outcome per item.
-    fn run_batch(&mut self, batch: &mut [Item]) -> Result<Vec<Outcome>> {
-        match batch[0].kind {
-            OpKind::Allreduce => {
-                let reduction = batch[0].plan.reduction;
-                self.batched(batch, |stack, views| stack.allreduce(views, reduction))
-            }
-            OpKind::Broadcast => {
-                let root = batch[0].plan.root;
-                self.batched(batch, |stack, views| stack.broadcast(views, root))
-            }
-            _ => Ok(vec![self.run_one(&mut batch[0])?]),
-        }
-    }
-
-    /// Runs `run` over views of the batch's tensors: the tensors themselves, or the
-    /// wire buffers of those the plan compresses.
-    fn batched(
-        &mut self,
-        batch: &mut [Item],
-        run: impl FnOnce(&dyn hvd_core::Collective, &mut [TensorMut<'_>]) -> Result<()>,
-    ) -> Result<Vec<Outcome>> {
+    /// Runs a batch through the stack over views of its tensors (the tensors themselves,
+    /// or the wire buffers of those the plan compresses), then hands them back.
+    fn run_batch(&mut self, mut batch: Vec<Batched>) -> Result<()> {
+        let key = batch[0].key;
         let spares = self.wire_buffers.for_batch(batch.len());
-        {
+        let stack = self.stack.collective();
+        let result = (|| {
             let mut views = Vec::with_capacity(batch.len());
             for (item, spare) in batch.iter_mut().zip(spares.iter_mut()) {
-                let wire = item.plan.wire;
-                let (name, buffer) = item.parts();
-                views.push(match wire {
-                    Some(wire) => narrowed(name, buffer.as_ref(), wire, spare)?,
-                    None => view(name, buffer)?,
+                let buffer = item.tensor.buffer();
+                views.push(match item.plan.wire {
+                    Some(wire) => narrowed(&item.name, buffer, wire, spare)?,
+                    None => view(&item.name, buffer)?,
                 });
             }
-            run(self.stack.collective(), &mut views)?;
-        }
-        for (item, spare) in batch.iter_mut().zip(spares.iter()) {
-            if let Some(wire) = item.plan.wire {
-                widen_into(item.parts().1.as_mut(), wire, spare);
+            match key {
+                BatchKey::Allreduce(reduction) => stack.allreduce(&mut views, reduction),
+                BatchKey::Broadcast(root) => stack.broadcast(&mut views, root),
             }
+        })();
+        for (mut item, spare) in batch.into_iter().zip(spares.iter()) {
+            if let (Ok(()), Some(wire)) = (&result, item.plan.wire) {
+                widen_into(item.tensor.buffer(), wire, spare);
+            }
+            item.tensor.finish(result.clone());
         }
-        Ok(batch
-            .iter_mut()
-            .map(|item| Outcome::Buffer(item.take_result()))
-            .collect())
+        result
     }
 
-    fn run_one(&mut self, item: &mut Item) -> Result<Outcome> {
+    /// Runs a collective whose result is a new tensor through the stack.
+    fn run_resized(
+        &mut self,
+        name: &str,
+        plan: &Plan,
+        op: ResizedOp,
+        tensor: Box<dyn Resized>,
+    ) -> Result<()> {
         let me = self.rank;
-        let n = self.stack.collective().topology().size();
-        let row = item.plan.row_elements();
-        let rest: Vec<usize> = item.plan.shape.iter().skip(1).copied().collect();
+        let stack = self.stack.collective();
+        let n = stack.topology().size();
+        let row = plan.row_elements();
+        let rest: Vec<usize> = plan.shape.iter().skip(1).copied().collect();
         let with_rows = |rows: usize| [&[rows][..], &rest].concat();
-        let name = item.name.as_str();
-        // These ops never run with joined ranks, so the submitted tensor is always here;
-        // it is consumed and the result is a new tensor.
-        let mut input = || item.buffer.take().ok_or_else(|| not_batched(name));
-        match item.kind {
-            OpKind::Allgather => {
-                let counts: Vec<usize> = item.plan.rows.iter().map(|r| r * row).collect();
-                let input = input()?;
-                let mut output = input.zeroed_boxed(&with_rows(item.plan.rows.iter().sum()));
-                let (dtype, shape) = (input.dtype(), input.shape());
-                self.stack.collective().allgather(
-                    &Tensor::from_bytes(name, dtype, shape, input.bytes())?,
-                    &mut view(name, &mut output)?,
-                    &counts,
-                )?;
-                Ok(Outcome::Buffer(output))
+        match op {
+            ResizedOp::Allgather => {
+                let counts: Vec<usize> = plan.rows.iter().map(|r| r * row).collect();
+                let shape = with_rows(plan.rows.iter().sum());
+                tensor.run(&shape, Vec::new(), &mut |i, o| {
+                    stack.allgather(&input(name, i)?, &mut view(name, o)?, &counts)
+                })
             }
-            OpKind::Alltoall => {
-                let send: Vec<usize> = item.plan.splits[me].iter().map(|r| r * row).collect();
-                let received_rows: Vec<usize> = item
-                    .plan
+            ResizedOp::Alltoall { splits } => {
+                let send: Vec<usize> = splits.iter().map(|r| r * row).collect();
+                let received: Vec<usize> = plan
                     .splits
                     .iter()
                     .map(|s| s.get(me).copied().unwrap_or(0))
                     .collect();
-                let recv: Vec<usize> = received_rows.iter().map(|r| r * row).collect();
-                let input = input()?;
-                let mut output = input.zeroed_boxed(&with_rows(received_rows.iter().sum()));
-                let (dtype, shape) = (input.dtype(), input.shape());
-                self.stack.collective().alltoall(
-                    &Tensor::from_bytes(name, dtype, shape, input.bytes())?,
-                    &send,
-                    &mut view(name, &mut output)?,
-                    &recv,
-                )?;
-                Ok(Outcome::Split(output, received_rows))
+                let recv: Vec<usize> = received.iter().map(|r| r * row).collect();
+                let shape = with_rows(received.iter().sum());
+                tensor.run(&shape, received, &mut |i, o| {
+                    stack.alltoall(&input(name, i)?, &send, &mut view(name, o)?, &recv)
+                })
             }
-            OpKind::Reducescatter => {
-                let rows = item.plan.shape.first().copied().unwrap_or(1);
+            ResizedOp::Reducescatter { reduction } => {
+                let rows = plan.shape.first().copied().unwrap_or(1);
                 let counts: Vec<usize> = (0..n).map(|r| scatter_rows(rows, n, r) * row).collect();
-                let reduction: Reduction = item.plan.reduction;
-                let input = input()?;
-                let mut output = input.zeroed_boxed(&with_rows(scatter_rows(rows, n, me)));
-                let (dtype, shape) = (input.dtype(), input.shape());
-                self.stack.collective().reducescatter(
-                    &Tensor::from_bytes(name, dtype, shape, input.bytes())?,
-                    &mut view(name, &mut output)?,
-                    &counts,
-                    reduction,
-                )?;
-                Ok(Outcome::Buffer(output))
+                let shape = with_rows(scatter_rows(rows, n, me));
+                tensor.run(&shape, Vec::new(), &mut |i, o| {
+                    stack.reducescatter(&input(name, i)?, &mut view(name, o)?, &counts, reduction)
+                })
             }
-            OpKind::Barrier => self.stack.collective().barrier().map(|()| Outcome::Done),
-            OpKind::Join => Ok(Outcome::Rank(item.plan.last_joined)),
-            OpKind::AddProcessSet => {
-                let registry = self
-                    .registry
-                    .clone()
-                    .ok_or_else(|| not_global(&item.name))?;
-                let members = item
-                    .pending
-                    .as_ref()
-                    .map(|p| p.request.splits.clone())
-                    .unwrap_or_default();
-                registry.add(&members).map(Outcome::Rank)
-            }
-            OpKind::RemoveProcessSet => {
-                let registry = self
-                    .registry
-                    .clone()
-                    .ok_or_else(|| not_global(&item.name))?;
-                registry.remove(item.plan.root).map(|()| Outcome::Done)
-            }
-            OpKind::Allreduce | OpKind::Broadcast => Err(not_batched(name)),
         }
     }
-}
 
-/// How many items from the start of `items` run as one batch: consecutive allreduces
-/// with one reduction, or broadcasts from one root, on one device. How a batch travels
-/// (packed, or in runs of at most the fusion threshold) is Fusion's to decide.
-fn batch_len(items: &[Item]) -> usize {
-    let first = &items[0];
-    if !matches!(first.kind, OpKind::Allreduce | OpKind::Broadcast) {
-        return 1;
-    }
-    1 + items[1..]
-        .iter()
-        .take_while(|i| {
-            i.kind == first.kind
-                && i.plan.reduction == first.plan.reduction
-                && i.plan.root == first.plan.root
-                && i.plan.device == first.plan.device
-        })
-        .count()
-}
-
-fn not_batched(name: &str) -> Error {
-    Error::Shutdown {
-        cause: format!("internal error: '{name}' bypassed batching"),
-    }
-}
-
-fn not_global(name: &str) -> Error {
-    Error::Shutdown {
-        cause: format!("internal error: '{name}' reached a process set's own engine"),
+    /// Runs a control operation: nothing travels, negotiation already did the work.
+    fn run_control(&mut self, plan: &Plan, control: Control) -> Result<()> {
+        match control {
+            // Every member announced the barrier before its response was made: they have
+            // all reached it.
+            Control::Barrier(slot) => slot.complete(Ok(())),
+            Control::Join(slot) => slot.complete(Ok(plan.last_joined)),
+            Control::AddProcessSet {
+                members,
+                registry,
+                slot,
+            } => {
+                // A split that failed leaves this rank's transport in doubt: the job stops.
+                let added = registry.add(&members);
+                slot.complete(added.clone());
+                added?;
+            }
+            Control::RemoveProcessSet { id, registry, slot } => {
+                slot.complete(registry.remove(id));
+            }
+        }
+        Ok(())
     }
 }

@@ -4,39 +4,35 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use hvd_core::{Error, Result};
+use hvd_core::Result;
 
-use super::buffer::AnyBuffer;
 use super::poll::{HANDLE_POLL, poll_until};
 
-/// What a finished operation hands back, before it is turned into the caller's type.
-pub(crate) enum Outcome {
-    /// The result tensor (allreduce, broadcast, allgather, reducescatter).
-    Buffer(Box<dyn AnyBuffer>),
-    /// Alltoall's result and the number of rows received from each rank.
-    Split(Box<dyn AnyBuffer>, Vec<usize>),
-    /// Join's answer: the last rank to join.
-    Rank(usize),
-    /// Nothing to return (barrier).
-    Done,
-}
-
 /// Where the background thread leaves the outcome of one operation.
-#[derive(Default)]
-pub(crate) struct Slot {
-    state: Mutex<Option<Result<Outcome>>>,
+pub(crate) struct Slot<T> {
+    state: Mutex<Option<Result<T>>>,
     done: Condvar,
     /// Set once the outcome is in, so a waiter can poll without taking the lock.
     completed: AtomicBool,
 }
 
-impl Slot {
-    fn lock(&self) -> MutexGuard<'_, Option<Result<Outcome>>> {
+impl<T> Default for Slot<T> {
+    fn default() -> Self {
+        Slot {
+            state: Mutex::new(None),
+            done: Condvar::new(),
+            completed: AtomicBool::new(false),
+        }
+    }
+}
+
+impl<T> Slot<T> {
+    fn lock(&self) -> MutexGuard<'_, Option<Result<T>>> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Completes the operation; only the first completion counts.
-    pub(crate) fn complete(&self, outcome: Result<Outcome>) {
+    pub(crate) fn complete(&self, outcome: Result<T>) {
         let mut state = self.lock();
         if state.is_none() {
             *state = Some(outcome);
@@ -50,8 +46,7 @@ impl Slot {
 /// this rank. Dropping a handle does not cancel the operation (the other ranks rely on it).
 #[must_use = "a collective's result is only available through its handle"]
 pub struct Handle<T> {
-    slot: Arc<Slot>,
-    convert: fn(Outcome) -> Result<T>,
+    slot: Arc<Slot<T>>,
     what: String,
 }
 
@@ -65,12 +60,8 @@ impl<T> std::fmt::Debug for Handle<T> {
 }
 
 impl<T> Handle<T> {
-    pub(crate) fn new(slot: Arc<Slot>, what: String, convert: fn(Outcome) -> Result<T>) -> Self {
-        Handle {
-            slot,
-            convert,
-            what,
-        }
+    pub(crate) fn new(slot: Arc<Slot<T>>, what: String) -> Self {
+        Handle { slot, what }
     }
 
     /// Whether the operation has completed (successfully or not).
@@ -87,7 +78,7 @@ impl<T> Handle<T> {
         let mut state = self.slot.lock();
         loop {
             if let Some(outcome) = state.take() {
-                return outcome.and_then(self.convert);
+                return outcome;
             }
             state = self
                 .slot
@@ -105,7 +96,7 @@ impl<T> Handle<T> {
         loop {
             if let Some(outcome) = state.take() {
                 drop(state);
-                return Ok(outcome.and_then(self.convert));
+                return Ok(outcome);
             }
             let left = deadline.map_or(Duration::MAX, |d| {
                 d.saturating_duration_since(Instant::now())
@@ -121,13 +112,5 @@ impl<T> Handle<T> {
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
-    }
-}
-
-/// The error for an outcome of the wrong kind: a bug in the runtime, reported rather than
-/// panicking.
-pub(crate) fn unexpected(what: &str) -> Error {
-    Error::Shutdown {
-        cause: format!("internal error: the runtime returned the wrong kind of result for {what}"),
     }
 }

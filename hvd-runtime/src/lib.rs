@@ -34,6 +34,7 @@ mod table;
 mod timeline;
 mod tuning;
 mod wire;
+mod work;
 
 use std::ops::Deref;
 use std::sync::Arc;
@@ -49,7 +50,7 @@ pub use process_set::ProcessSet;
 pub use stack::Stack;
 pub use stats::StatsSnapshot;
 
-use engine::SetRegistry;
+use work::SetRegistry;
 use set_engine::{Registry, SetEngine};
 use timeline::Trace;
 
@@ -73,7 +74,6 @@ pub fn start(
         0,
         stack,
         &config,
-        Some(registry.clone() as Arc<dyn SetRegistry>),
         trace.clone(),
     )?;
     tracing::debug!(
@@ -199,15 +199,27 @@ impl Hvd {
         timeout: Option<std::time::Duration>,
     ) -> Result<ProcessSet> {
         validate::members(self.rank(), self.size(), members)?;
-        let id = self.global.add_set_request(members, timeout)?;
-        self.process_set(id).ok_or_else(|| Error::Shutdown {
-            cause: format!("internal error: process set {id} vanished"),
+        let id = self
+            .global
+            .add_set_request(members, timeout, self.registry())?;
+        // Another thread may remove the set by its id before this one returns it.
+        self.process_set(id).ok_or_else(|| {
+            Error::invalid(
+                self.rank(),
+                "add_process_set",
+                format!("process set {id}"),
+                "it was removed before add_process_set returned",
+            )
         })
     }
 
     /// Removes a process set; every rank of the job must call it.
     pub fn remove_process_set(&self, set: &ProcessSet) -> Result<()> {
-        self.global.remove_set_request(set.id())
+        self.global.remove_set_request(set.id(), self.registry())
+    }
+
+    fn registry(&self) -> Arc<dyn SetRegistry> {
+        self.inner.registry.clone()
     }
 
     /// The process set with this id, if it exists.

@@ -8,12 +8,12 @@ use std::time::Duration;
 use hvd_core::{Compression, Error, ReduceOp, Reduction, Result, Topology, validate};
 
 use super::buffer::Buffer;
-use super::handle::{Handle, Outcome, Slot, unexpected};
+use super::handle::{Handle, Slot};
 use super::queue::Submission;
-use super::request::{OpKind, Request};
 use super::set_engine::SetEngine;
 use super::stats::StatsSnapshot;
 use super::wire::MAX_NAME;
+use super::work::{Control, InPlaceOp, ResizedOp, Returns, SetRegistry, Work};
 
 /// A group of ranks that runs collectives together: the whole job (what [`crate::Hvd`]
 /// derefs to) or a subset made with [`crate::Hvd::add_process_set`].
@@ -38,44 +38,6 @@ impl std::fmt::Debug for ProcessSet {
             .field("members", &self.members)
             .field("member", &self.engine.is_some())
             .finish()
-    }
-}
-
-fn buffer_of<B: Buffer>(outcome: Outcome) -> Result<B> {
-    match outcome {
-        Outcome::Buffer(b) => b
-            .into_any()
-            .downcast::<B>()
-            .map(|b| *b)
-            .map_err(|_| unexpected("a tensor")),
-        _ => Err(unexpected("a tensor")),
-    }
-}
-
-fn split_of<B: Buffer>(outcome: Outcome) -> Result<(B, Vec<usize>)> {
-    match outcome {
-        Outcome::Split(b, rows) => {
-            let b = b
-                .into_any()
-                .downcast::<B>()
-                .map_err(|_| unexpected("alltoall"))?;
-            Ok((*b, rows))
-        }
-        _ => Err(unexpected("alltoall")),
-    }
-}
-
-fn rank_of(outcome: Outcome) -> Result<usize> {
-    match outcome {
-        Outcome::Rank(r) => Ok(r),
-        _ => Err(unexpected("a rank")),
-    }
-}
-
-fn done(outcome: Outcome) -> Result<()> {
-    match outcome {
-        Outcome::Done => Ok(()),
-        _ => Err(unexpected("a barrier")),
     }
 }
 
@@ -139,17 +101,14 @@ impl ProcessSet {
         Ok(engine)
     }
 
-    fn submit<T>(
-        &self,
-        request: Request,
-        buffer: Option<Box<dyn super::buffer::AnyBuffer>>,
-        convert: fn(Outcome) -> Result<T>,
-    ) -> Result<Handle<T>> {
-        let op = request.kind.name();
-        let engine = self.engine(op, &request.name)?;
+    /// Queues `submission`; its result arrives in `slot`.
+    fn submit<T>(&self, submission: Submission, slot: Arc<Slot<T>>) -> Result<Handle<T>> {
+        let op = submission.request.kind().name();
+        let name = &submission.request.name;
+        let engine = self.engine(op, name)?;
         let rank = engine.topology.rank();
-        if request.name.len() > MAX_NAME {
-            let start: String = request.name.chars().take(64).collect();
+        if name.len() > MAX_NAME {
+            let start: String = name.chars().take(64).collect();
             return Err(Error::invalid(
                 rank,
                 op,
@@ -157,35 +116,47 @@ impl ProcessSet {
                 format!("tensor names are limited to {MAX_NAME} bytes"),
             ));
         }
-        let what = format!("{op} of '{}'", request.name);
-        let slot = Arc::new(Slot::default());
-        engine.queue.submit(
-            rank,
-            Submission {
-                request,
-                buffer,
-                slot: slot.clone(),
-            },
-        )?;
-        Ok(Handle::new(slot, what, convert))
+        let what = format!("{op} of '{name}'");
+        engine.queue.submit(rank, submission)?;
+        Ok(Handle::new(slot, what))
     }
 
-    fn tensor_request<B: Buffer>(&self, name: &str, kind: OpKind, tensor: &B) -> Result<Request> {
-        let request = Request::new(name, kind, tensor.dtype(), tensor.shape());
-        let elements: usize = request.shape.iter().product();
-        if elements * tensor.dtype().size() != tensor.bytes().len() {
+    /// Checks a tensor where it enters the runtime (once: nothing below checks again
+    /// what only this layer knows) and queues `make(tensor, slot)`'s work for it.
+    fn submit_tensor<B: Buffer, T>(
+        &self,
+        name: &str,
+        op: &'static str,
+        tensor: B,
+        make: impl FnOnce(B, Arc<Slot<T>>) -> Work,
+    ) -> Result<Handle<T>> {
+        let (dtype, shape) = (tensor.dtype(), tensor.shape());
+        let elements: usize = shape.iter().product();
+        if elements * dtype.size() != tensor.bytes().len() {
             return Err(Error::invalid(
                 self.global_rank,
-                kind.name(),
+                op,
                 name,
                 format!(
-                    "shape {:?} does not match the {} bytes of the tensor",
-                    request.shape,
+                    "shape {shape:?} does not match the {} bytes of the tensor",
                     tensor.bytes().len()
                 ),
             ));
         }
-        Ok(request)
+        let slot = Arc::new(Slot::default());
+        let work = make(tensor, slot.clone());
+        self.submit(Submission::new(name, work, dtype, shape), slot)
+    }
+
+    /// Queues a control operation named `name`.
+    fn submit_control<T>(
+        &self,
+        name: String,
+        make: impl FnOnce(Arc<Slot<T>>) -> Control,
+    ) -> Result<Handle<T>> {
+        let slot = Arc::new(Slot::default());
+        let work = Work::Control(make(slot.clone()));
+        self.submit(Submission::control(name, work), slot)
     }
 
     /// Starts an allreduce of `tensor` with `op`.
@@ -229,10 +200,16 @@ impl ProcessSet {
             tensor.dtype(),
             reduction,
         )?;
-        let mut request = self.tensor_request(name, OpKind::Allreduce, &tensor)?;
-        request.reduction = reduction;
-        request.compression = compression;
-        self.submit(request, Some(Box::new(tensor)), buffer_of::<B>)
+        let op = InPlaceOp::Allreduce {
+            reduction,
+            compression,
+        };
+        self.submit_tensor(name, "allreduce", tensor, |tensor, slot| {
+            Work::InPlace {
+                op,
+                tensor: Returns::new(tensor, slot),
+            }
+        })
     }
 
     /// Allreduces `tensor` with `op` and returns the result.
@@ -256,8 +233,12 @@ impl ProcessSet {
     /// Starts an allgather: the ranks' tensors concatenated along the first dim (which may
     /// differ between ranks).
     pub fn allgather_async<B: Buffer>(&self, name: &str, tensor: B) -> Result<Handle<B>> {
-        let request = self.tensor_request(name, OpKind::Allgather, &tensor)?;
-        self.submit(request, Some(Box::new(tensor)), buffer_of::<B>)
+        self.submit_tensor(name, "allgather", tensor, |tensor, slot| {
+            Work::Resized {
+                op: ResizedOp::Allgather,
+                tensor: Returns::new(tensor, slot),
+            }
+        })
     }
 
     pub fn allgather<B: Buffer>(&self, name: &str, tensor: B) -> Result<B> {
@@ -273,9 +254,12 @@ impl ProcessSet {
     ) -> Result<Handle<B>> {
         let engine = self.engine("broadcast", name)?;
         validate::root(engine.topology.rank(), engine.topology.size(), root, name)?;
-        let mut request = self.tensor_request(name, OpKind::Broadcast, &tensor)?;
-        request.root = root;
-        self.submit(request, Some(Box::new(tensor)), buffer_of::<B>)
+        self.submit_tensor(name, "broadcast", tensor, |tensor, slot| {
+            Work::InPlace {
+                op: InPlaceOp::Broadcast { root },
+                tensor: Returns::new(tensor, slot),
+            }
+        })
     }
 
     pub fn broadcast<B: Buffer>(&self, name: &str, tensor: B, root: usize) -> Result<B> {
@@ -308,8 +292,8 @@ impl ProcessSet {
         splits: &[usize],
     ) -> Result<Handle<(B, Vec<usize>)>> {
         let engine = self.engine("alltoall", name)?;
-        let mut request = self.tensor_request(name, OpKind::Alltoall, &tensor)?;
-        let (size, rows) = (engine.topology.size(), request.rows());
+        let size = engine.topology.size();
+        let rows = tensor.shape().first().copied().unwrap_or(1);
         if splits.len() != size || splits.iter().sum::<usize>() != rows {
             return Err(Error::invalid(
                 engine.topology.rank(),
@@ -320,8 +304,15 @@ impl ProcessSet {
                 ),
             ));
         }
-        request.splits = splits.to_vec();
-        self.submit(request, Some(Box::new(tensor)), split_of::<B>)
+        let op = ResizedOp::Alltoall {
+            splits: splits.to_vec(),
+        };
+        self.submit_tensor(name, "alltoall", tensor, |tensor, slot| {
+            Work::Resized {
+                op,
+                tensor: Returns::new(tensor, slot),
+            }
+        })
     }
 
     pub fn alltoall<B: Buffer>(
@@ -349,9 +340,12 @@ impl ProcessSet {
             tensor.dtype(),
             reduction,
         )?;
-        let mut request = self.tensor_request(name, OpKind::Reducescatter, &tensor)?;
-        request.reduction = reduction;
-        self.submit(request, Some(Box::new(tensor)), buffer_of::<B>)
+        self.submit_tensor(name, "reducescatter", tensor, |tensor, slot| {
+            Work::Resized {
+                op: ResizedOp::Reducescatter { reduction },
+                tensor: Returns::new(tensor, slot),
+            }
+        })
     }
 
     pub fn reducescatter<B: Buffer>(&self, name: &str, tensor: B, op: ReduceOp) -> Result<B> {
@@ -373,13 +367,7 @@ impl ProcessSet {
     fn barrier_within(&self, timeout: Option<Duration>) -> Result<()> {
         let engine = self.engine("barrier", "barrier")?;
         let n = engine.barriers.fetch_add(1, Ordering::Relaxed);
-        let request = Request::new(
-            format!("hvd.barrier.{n}"),
-            OpKind::Barrier,
-            hvd_core::DType::U8,
-            vec![],
-        );
-        let handle = self.submit(request, None, done)?;
+        let handle = self.submit_control(format!("hvd.barrier.{n}"), Control::Barrier)?;
         self.wait_within(handle, timeout, "barrier", "reach the barrier")
     }
 
@@ -397,8 +385,7 @@ impl ProcessSet {
     }
 
     fn join_within(&self, timeout: Option<Duration>) -> Result<usize> {
-        let request = Request::new("hvd.join", OpKind::Join, hvd_core::DType::U8, vec![]);
-        let handle = self.submit(request, None, rank_of)?;
+        let handle = self.submit_control("hvd.join".into(), Control::Join)?;
         self.wait_within(handle, timeout, "join", "join")
     }
 
@@ -429,22 +416,25 @@ impl ProcessSet {
         })
     }
 
+    /// Creates a process set of `members` through `registry`, when every rank of this
+    /// set (the job) asks for the same; returns its id.
     pub(crate) fn add_set_request(
         &self,
         members: &[usize],
         timeout: Option<Duration>,
+        registry: Arc<dyn SetRegistry>,
     ) -> Result<usize> {
         let op = "add_process_set";
         let engine = self.engine(op, op)?;
         let n = engine.set_additions.fetch_add(1, Ordering::Relaxed);
-        let mut request = Request::new(
-            format!("hvd.add_process_set.{n}"),
-            OpKind::AddProcessSet,
-            hvd_core::DType::U8,
-            vec![],
-        );
-        request.splits = members.to_vec();
-        let handle = self.submit(request, None, rank_of)?;
+        let members = members.to_vec();
+        let handle = self.submit_control(format!("hvd.add_process_set.{n}"), |slot| {
+            Control::AddProcessSet {
+                members,
+                registry,
+                slot,
+            }
+        })?;
         self.wait_within(handle, timeout, op, "call add_process_set")
             .map_err(|e| match e {
                 Error::Mismatch {
@@ -465,14 +455,14 @@ impl ProcessSet {
             })
     }
 
-    pub(crate) fn remove_set_request(&self, id: usize) -> Result<()> {
-        let mut request = Request::new(
-            format!("hvd.remove_process_set.{id}"),
-            OpKind::RemoveProcessSet,
-            hvd_core::DType::U8,
-            vec![],
-        );
-        request.root = id;
-        self.submit(request, None, done)?.wait()
+    /// Removes process set `id` through `registry`, when every rank asks for it.
+    pub(crate) fn remove_set_request(
+        &self,
+        id: usize,
+        registry: Arc<dyn SetRegistry>,
+    ) -> Result<()> {
+        let name = format!("hvd.remove_process_set.{id}");
+        self.submit_control(name, |slot| Control::RemoveProcessSet { id, registry, slot })?
+            .wait()
     }
 }

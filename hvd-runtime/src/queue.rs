@@ -3,25 +3,40 @@
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use hvd_core::{Error, Result};
+use hvd_core::{DType, Error, Result};
 
-use super::buffer::AnyBuffer;
-use super::handle::Slot;
 use super::poll::{QUEUE_POLL, poll_until};
 use super::request::Request;
+use super::work::Work;
 
 /// The most yields the background thread spends letting a burst of submissions finish.
 const SETTLE_YIELDS: usize = 64;
 
-/// One submitted collective.
+/// One submitted collective: what the ranks negotiate, and what this rank runs.
 pub(crate) struct Submission {
     pub request: Request,
-    /// The tensor (none for barrier, join and process-set changes).
-    pub buffer: Option<Box<dyn AnyBuffer>>,
-    pub slot: Arc<Slot>,
+    pub work: Work,
+}
+
+impl Submission {
+    /// The submission of `work` for the tensor `name` of `dtype` and `shape`.
+    pub fn new(name: &str, work: Work, dtype: DType, shape: Vec<usize>) -> Self {
+        Submission {
+            request: Request::new(name, work.op(), dtype, shape),
+            work,
+        }
+    }
+
+    /// The submission of an operation without a tensor.
+    pub fn control(name: String, work: Work) -> Self {
+        Submission {
+            request: Request::control(name, work.op()),
+            work,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -60,7 +75,7 @@ impl Queue {
         if !state.in_flight.insert(name.clone()) {
             return Err(Error::invalid(
                 rank,
-                submission.request.kind.name(),
+                submission.request.kind().name(),
                 name.clone(),
                 "a collective with this name is already in flight; names must be unique until their handles complete",
             ));

@@ -2,9 +2,10 @@
 
 use std::fmt;
 
-use hvd_core::{Compression, DType, Device, ReduceOp, Reduction};
+use hvd_core::{Compression, DType, Device, Reduction};
 
-/// The collective a request is for.
+/// Which collective, without its fields: for names, wire codes and the checks that only
+/// need the kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum OpKind {
     Allreduce,
@@ -14,9 +15,7 @@ pub(crate) enum OpKind {
     Reducescatter,
     Barrier,
     Join,
-    /// Create a process set of the ranks in `Request::splits`.
     AddProcessSet,
-    /// Remove the process set whose id is `Request::root`.
     RemoveProcessSet,
 }
 
@@ -72,37 +71,99 @@ impl fmt::Display for OpKind {
     }
 }
 
+/// The collective a request is for, with the fields only it has. Ranks must agree on
+/// all of them (see `response.rs`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Op {
+    Allreduce {
+        reduction: Reduction,
+        /// How float tensors travel (narrowed to 16 bits, or as they are).
+        compression: Compression,
+    },
+    Allgather,
+    Broadcast {
+        root: usize,
+    },
+    Alltoall {
+        /// Rows sent to each rank.
+        splits: Vec<usize>,
+    },
+    Reducescatter {
+        reduction: Reduction,
+    },
+    Barrier,
+    Join,
+    AddProcessSet {
+        /// Global ranks of the new set.
+        members: Vec<usize>,
+    },
+    RemoveProcessSet {
+        id: usize,
+    },
+}
+
+impl Op {
+    pub fn kind(&self) -> OpKind {
+        match self {
+            Op::Allreduce { .. } => OpKind::Allreduce,
+            Op::Allgather => OpKind::Allgather,
+            Op::Broadcast { .. } => OpKind::Broadcast,
+            Op::Alltoall { .. } => OpKind::Alltoall,
+            Op::Reducescatter { .. } => OpKind::Reducescatter,
+            Op::Barrier => OpKind::Barrier,
+            Op::Join => OpKind::Join,
+            Op::AddProcessSet { .. } => OpKind::AddProcessSet,
+            Op::RemoveProcessSet { .. } => OpKind::RemoveProcessSet,
+        }
+    }
+
+    /// What makes responses run as one batch through the stack: allreduces with one
+    /// reduction, broadcasts from one root. `None` for ops that run alone.
+    pub fn batch_key(&self) -> Option<BatchKey> {
+        match *self {
+            Op::Allreduce { reduction, .. } => Some(BatchKey::Allreduce(reduction)),
+            Op::Broadcast { root } => Some(BatchKey::Broadcast(root)),
+            _ => None,
+        }
+    }
+}
+
+/// The stack call a batch makes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum BatchKey {
+    Allreduce(Reduction),
+    Broadcast(usize),
+}
+
 /// One rank's request for one named tensor: everything the ranks must agree on.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Request {
     pub name: String,
-    pub kind: OpKind,
+    pub op: Op,
     pub dtype: DType,
     pub shape: Vec<usize>,
     pub device: Device,
-    pub reduction: Reduction,
-    /// Allreduce: how float tensors travel (narrowed to 16 bits, or as they are).
-    pub compression: Compression,
-    /// Broadcast root (or the process set id to remove).
-    pub root: usize,
-    /// Alltoall: rows sent to each rank. AddProcessSet: the member ranks.
-    pub splits: Vec<usize>,
 }
 
 impl Request {
-    /// A request with neutral values for the fields its op does not use.
-    pub fn new(name: impl Into<String>, kind: OpKind, dtype: DType, shape: Vec<usize>) -> Self {
+    /// A request for a tensor in host memory.
+    pub fn new(name: impl Into<String>, op: Op, dtype: DType, shape: Vec<usize>) -> Self {
         Request {
             name: name.into(),
-            kind,
+            op,
             dtype,
             shape,
             device: Device::Cpu,
-            reduction: Reduction::new(ReduceOp::Sum),
-            compression: Compression::None,
-            root: 0,
-            splits: Vec::new(),
         }
+    }
+
+    /// A request of an operation without a tensor (barrier, join, process sets).
+    pub fn control(name: impl Into<String>, op: Op) -> Self {
+        Request::new(name, op, DType::U8, Vec::new())
+    }
+
+    pub fn kind(&self) -> OpKind {
+        self.op.kind()
     }
 
     /// Rows (the first dim; 1 for a scalar).

@@ -3,20 +3,20 @@
 
 use hvd_core::{DType, Device, Error, Reduction};
 
-use super::request::{OpKind, Request};
+use super::request::{Op, OpKind, Request};
 
 /// The agreed way to run one collective, identical on every rank.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Plan {
+    /// The operation with its agreed fields (every rank's request has the same).
+    pub op: Op,
     pub dtype: DType,
     /// The shape of the lowest-numbered rank that submitted (all agree but for the first
     /// dim of allgather and alltoall).
     pub shape: Vec<usize>,
     pub device: Device,
-    pub reduction: Reduction,
     /// The dtype float tensors travel as, when an allreduce compresses them.
     pub wire: Option<DType>,
-    pub root: usize,
     /// Every rank's first dim (0 for joined ranks).
     pub rows: Vec<usize>,
     /// Alltoall: every rank's splits (rows sent to each rank).
@@ -87,7 +87,7 @@ struct AgreedDims<'a>(&'a Request);
 impl PartialEq for AgreedDims<'_> {
     fn eq(&self, other: &Self) -> bool {
         let (a, b) = (&self.0.shape, &other.0.shape);
-        if self.0.kind.first_dim_varies() {
+        if self.0.kind().first_dim_varies() {
             a.len() == b.len() && a.iter().skip(1).eq(b.iter().skip(1))
         } else {
             a == b
@@ -103,75 +103,88 @@ impl std::fmt::Display for AgreedDims<'_> {
 
 /// Checks that request `b` (from `rank_b`) agrees with `a` (from `rank_a`).
 fn agree(name: &str, (ra, a): (usize, &Request), (rb, b): (usize, &Request)) -> Result<(), Error> {
-    same("operations", name, (ra, &a.kind), (rb, &b.kind))?;
+    same("operations", name, (ra, &a.kind()), (rb, &b.kind()))?;
     same("data types", name, (ra, &a.dtype), (rb, &b.dtype))?;
     same("devices", name, (ra, &a.device), (rb, &b.device))?;
-    let shapes = if a.kind.first_dim_varies() {
+    let shapes = if a.kind().first_dim_varies() {
         "shapes (all dims but the first must match)"
     } else {
         "shapes"
     };
     same(shapes, name, (ra, &AgreedDims(a)), (rb, &AgreedDims(b)))?;
-    if matches!(a.kind, OpKind::Allreduce | OpKind::Reducescatter) {
-        let (x, y) = (a.reduction, b.reduction);
-        same("reduce ops", name, (ra, &x.op), (rb, &y.op))?;
-        same(
-            "prescale factors",
-            name,
-            (ra, &x.prescale),
-            (rb, &y.prescale),
-        )?;
-        same(
-            "postscale factors",
-            name,
-            (ra, &x.postscale),
-            (rb, &y.postscale),
-        )?;
-        same(
-            "compressions",
-            name,
-            (ra, &a.compression),
-            (rb, &b.compression),
-        )?;
-    }
-    match a.kind {
-        OpKind::Broadcast => same("root ranks", name, (ra, &a.root), (rb, &b.root))?,
-        OpKind::RemoveProcessSet => same("process set ids", name, (ra, &a.root), (rb, &b.root))?,
-        OpKind::AddProcessSet => same(
+    match (&a.op, &b.op) {
+        (
+            Op::Allreduce {
+                reduction: x,
+                compression: cx,
+            },
+            Op::Allreduce {
+                reduction: y,
+                compression: cy,
+            },
+        ) => {
+            reductions(name, (ra, x), (rb, y))?;
+            same("compressions", name, (ra, cx), (rb, cy))
+        }
+        (Op::Reducescatter { reduction: x }, Op::Reducescatter { reduction: y }) => {
+            reductions(name, (ra, x), (rb, y))
+        }
+        (Op::Broadcast { root: x }, Op::Broadcast { root: y }) => {
+            same("root ranks", name, (ra, x), (rb, y))
+        }
+        (Op::RemoveProcessSet { id: x }, Op::RemoveProcessSet { id: y }) => {
+            same("process set ids", name, (ra, x), (rb, y))
+        }
+        (Op::AddProcessSet { members: x }, Op::AddProcessSet { members: y }) => same(
             "process set members",
             name,
-            (ra, &Shape(&a.splits)),
-            (rb, &Shape(&b.splits)),
-        )?,
-        _ => {}
+            (ra, &Shape(x)),
+            (rb, &Shape(y)),
+        ),
+        // The kinds are equal (checked first), and these have no fields of their own.
+        _ => Ok(()),
     }
-    Ok(())
 }
 
-/// Decides the response for `name` from every rank's request (`None` for joined ranks).
-pub(crate) fn decide(name: &str, requests: &[Option<Request>], last_joined: usize) -> Response {
-    let present: Vec<(usize, &Request)> = requests
-        .iter()
-        .enumerate()
-        .filter_map(|(rank, r)| r.as_ref().map(|r| (rank, r)))
-        .collect();
-    let kind = present
-        .first()
-        .map(|(_, r)| r.kind)
-        .unwrap_or(OpKind::Barrier);
+fn reductions(
+    name: &str,
+    (ra, x): (usize, &Reduction),
+    (rb, y): (usize, &Reduction),
+) -> Result<(), Error> {
+    same("reduce ops", name, (ra, &x.op), (rb, &y.op))?;
+    same(
+        "prescale factors",
+        name,
+        (ra, &x.prescale),
+        (rb, &y.prescale),
+    )?;
+    same(
+        "postscale factors",
+        name,
+        (ra, &x.postscale),
+        (rb, &y.postscale),
+    )
+}
+
+/// Decides the response for `name` from every rank's request (`None` for joined ranks),
+/// given the lowest-numbered rank that asked and its request.
+pub(crate) fn decide(
+    name: &str,
+    first: (usize, &Request),
+    requests: &[Option<Request>],
+    last_joined: usize,
+) -> Response {
+    let kind = first.1.kind();
     let respond = |outcome| Response {
         name: name.into(),
         kind,
         outcome,
     };
-    let Some(&first) = present.first() else {
-        return respond(Err(Error::Shutdown {
-            cause: format!("internal error: no rank requested '{name}'"),
-        }));
-    };
-    if let Some(err) = present[1..]
+    if let Some(err) = requests
         .iter()
-        .find_map(|other| agree(name, first, *other).err())
+        .enumerate()
+        .filter_map(|(rank, r)| r.as_ref().map(|r| (rank, r)))
+        .find_map(|other| agree(name, first, other).err())
     {
         return respond(Err(err));
     }
@@ -190,22 +203,24 @@ pub(crate) fn decide(name: &str, requests: &[Option<Request>], last_joined: usiz
     }
     let request = first.1;
     respond(Ok(Plan {
+        op: request.op.clone(),
         dtype: request.dtype,
         shape: request.shape.clone(),
         device: request.device,
-        reduction: request.reduction,
-        wire: match kind {
-            OpKind::Allreduce => request.compression.wire_dtype(request.dtype),
+        wire: match request.op {
+            Op::Allreduce { compression, .. } => compression.wire_dtype(request.dtype),
             _ => None,
         },
-        root: request.root,
         rows: requests
             .iter()
             .map(|r| r.as_ref().map_or(0, Request::rows))
             .collect(),
         splits: requests
             .iter()
-            .map(|r| r.as_ref().map_or_else(Vec::new, |r| r.splits.clone()))
+            .map(|r| match r.as_ref().map(|r| &r.op) {
+                Some(Op::Alltoall { splits }) => splits.clone(),
+                _ => Vec::new(),
+            })
             .collect(),
         joined,
         last_joined,

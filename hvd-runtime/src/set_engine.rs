@@ -9,12 +9,13 @@ use std::thread::JoinHandle;
 use hvd_core::{Compression, Error, Result, Topology};
 
 use super::config::Config;
-use super::engine::{Engine, EngineParts, SetRegistry};
+use super::engine::{Engine, EngineParts};
 use super::queue::Queue;
 use super::stack::Stack;
 use super::stats::Stats;
 use super::timeline::Trace;
 use super::tuning::Tuning;
+use super::work::SetRegistry;
 
 /// A running engine of a process set this rank belongs to.
 pub(crate) struct SetEngine {
@@ -40,7 +41,6 @@ impl SetEngine {
         id: usize,
         stack: Stack,
         config: &Config,
-        registry: Option<Arc<dyn SetRegistry>>,
         trace: Arc<Trace>,
     ) -> Result<Arc<SetEngine>> {
         let queue = Arc::new(Queue::default());
@@ -58,7 +58,7 @@ impl SetEngine {
             queue: queue.clone(),
             config: config.clone(),
             stats: stats.clone(),
-            registry,
+            global: id == 0,
             tuning,
             trace,
         });
@@ -144,7 +144,6 @@ impl SetRegistry for Registry {
                 id,
                 sub,
                 &self.config,
-                None,
                 self.trace.clone(),
             )?),
             None => None,

@@ -51,7 +51,7 @@ impl MessageTable {
 
     /// Records `rank`'s request.
     pub fn add(&mut self, rank: usize, request: Request) {
-        if request.kind == OpKind::Join {
+        if request.kind() == OpKind::Join {
             self.join_order.push(rank);
         }
         let size = self.size;
@@ -82,7 +82,7 @@ impl MessageTable {
             .entries
             .iter()
             .filter(|(_, e)| {
-                let is_join = e.requests.iter().flatten().any(|r| r.kind == OpKind::Join);
+                let is_join = e.requests.iter().flatten().any(|r| r.kind() == OpKind::Join);
                 e.requests
                     .iter()
                     .enumerate()
@@ -97,7 +97,16 @@ impl MessageTable {
             let Some(entry) = self.entries.remove(&name) else {
                 continue;
             };
-            let response = decide(&name, &entry.requests, last_joined);
+            // An entry exists because some rank announced it.
+            let Some(first) = entry
+                .requests
+                .iter()
+                .enumerate()
+                .find_map(|(rank, r)| r.as_ref().map(|r| (rank, r)))
+            else {
+                continue;
+            };
+            let response = decide(&name, first, &entry.requests, last_joined);
             if response.kind == OpKind::Join {
                 self.join_order.clear();
             }
@@ -112,7 +121,7 @@ impl MessageTable {
     /// Removes `name` (a stalled tensor that is being failed); returns its op.
     pub fn remove(&mut self, name: &str) -> Option<OpKind> {
         let entry = self.entries.remove(name)?;
-        entry.requests.into_iter().flatten().next().map(|r| r.kind)
+        entry.requests.into_iter().flatten().next().map(|r| r.kind())
     }
 
     /// Entries some ranks have waited on for longer than `after`, oldest first.
@@ -145,20 +154,30 @@ impl MessageTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hvd_core::{DType, ReduceOp};
+    use crate::request::Op;
+    use hvd_core::{Compression, DType, ReduceOp, Reduction};
 
-    fn req(name: &str, kind: OpKind, dtype: DType, shape: &[usize]) -> Request {
-        Request::new(name, kind, dtype, shape.to_vec())
+    fn req(name: &str, op: Op, dtype: DType, shape: &[usize]) -> Request {
+        Request::new(name, op, dtype, shape.to_vec())
     }
+
+    fn allreduce(reduction: Reduction) -> Op {
+        Op::Allreduce {
+            reduction,
+            compression: Compression::None,
+        }
+    }
+
+    const SUM: Reduction = Reduction::new(ReduceOp::Sum);
 
     #[test]
     fn ready_in_first_announced_order_whatever_order_ranks_submit() {
         let mut t = MessageTable::new(2);
         for name in ["a", "b", "c"] {
-            t.add(0, req(name, OpKind::Allreduce, DType::F32, &[4]));
+            t.add(0, req(name, allreduce(SUM), DType::F32, &[4]));
         }
         for name in ["c", "b"] {
-            t.add(1, req(name, OpKind::Allreduce, DType::F32, &[4]));
+            t.add(1, req(name, allreduce(SUM), DType::F32, &[4]));
         }
         let ready: Vec<String> = t
             .take_ready()
@@ -166,7 +185,7 @@ mod tests {
             .map(|r| r.response.name)
             .collect();
         assert_eq!(ready, ["b", "c"]);
-        t.add(1, req("a", OpKind::Allreduce, DType::F32, &[4]));
+        t.add(1, req("a", allreduce(SUM), DType::F32, &[4]));
         assert_eq!(t.take_ready().len(), 1);
     }
 
@@ -174,37 +193,29 @@ mod tests {
     fn each_mismatch_names_the_tensor_both_ranks_and_both_values() {
         let cases = [
             (
-                req("g", OpKind::Allreduce, DType::F64, &[4]),
+                req("g", allreduce(SUM), DType::F64, &[4]),
                 "Mismatched data types for tensor 'g': rank 0 has f32, rank 1 has f64",
             ),
             (
-                req("g", OpKind::Allreduce, DType::F32, &[2, 2]),
+                req("g", allreduce(SUM), DType::F32, &[2, 2]),
                 "Mismatched shapes for tensor 'g': rank 0 has [4], rank 1 has [2, 2]",
             ),
             (
-                req("g", OpKind::Broadcast, DType::F32, &[4]),
+                req("g", Op::Broadcast { root: 0 }, DType::F32, &[4]),
                 "Mismatched operations for tensor 'g': rank 0 has allreduce, rank 1 has broadcast",
             ),
             (
-                {
-                    let mut r = req("g", OpKind::Allreduce, DType::F32, &[4]);
-                    r.reduction.op = ReduceOp::Max;
-                    r
-                },
+                req("g", allreduce(Reduction::new(ReduceOp::Max)), DType::F32, &[4]),
                 "Mismatched reduce ops for tensor 'g': rank 0 has sum, rank 1 has max",
             ),
             (
-                {
-                    let mut r = req("g", OpKind::Allreduce, DType::F32, &[4]);
-                    r.reduction.postscale = 0.5;
-                    r
-                },
+                req("g", allreduce(SUM.with_postscale(0.5)), DType::F32, &[4]),
                 "Mismatched postscale factors for tensor 'g': rank 0 has 1, rank 1 has 0.5",
             ),
         ];
         for (other, message) in cases {
             let mut t = MessageTable::new(2);
-            t.add(0, req("g", OpKind::Allreduce, DType::F32, &[4]));
+            t.add(0, req("g", allreduce(SUM), DType::F32, &[4]));
             t.add(1, other);
             let ready = t.take_ready();
             let err = ready[0].response.outcome.as_ref().unwrap_err();
@@ -215,12 +226,12 @@ mod tests {
     #[test]
     fn allgather_first_dims_may_differ_but_not_the_rest() {
         let mut t = MessageTable::new(2);
-        t.add(0, req("x", OpKind::Allgather, DType::I32, &[3, 2]));
-        t.add(1, req("x", OpKind::Allgather, DType::I32, &[5, 2]));
+        t.add(0, req("x", Op::Allgather, DType::I32, &[3, 2]));
+        t.add(1, req("x", Op::Allgather, DType::I32, &[5, 2]));
         let plan = t.take_ready().remove(0).response.outcome.unwrap();
         assert_eq!(plan.rows, [3, 5]);
-        t.add(0, req("y", OpKind::Allgather, DType::I32, &[3, 2]));
-        t.add(1, req("y", OpKind::Allgather, DType::I32, &[3, 4]));
+        t.add(0, req("y", Op::Allgather, DType::I32, &[3, 2]));
+        t.add(1, req("y", Op::Allgather, DType::I32, &[3, 4]));
         assert_eq!(
             t.take_ready()[0]
                 .response
@@ -235,14 +246,14 @@ mod tests {
     #[test]
     fn joined_ranks_contribute_to_allreduce_and_join_reports_the_last() {
         let mut t = MessageTable::new(3);
-        t.add(2, req("hvd.join", OpKind::Join, DType::U8, &[]));
-        t.add(0, req("x", OpKind::Allreduce, DType::F32, &[1]));
-        t.add(1, req("x", OpKind::Allreduce, DType::F32, &[1]));
+        t.add(2, req("hvd.join", Op::Join, DType::U8, &[]));
+        t.add(0, req("x", allreduce(SUM), DType::F32, &[1]));
+        t.add(1, req("x", allreduce(SUM), DType::F32, &[1]));
         let plan = t.take_ready().remove(0).response.outcome.unwrap();
         assert_eq!(plan.joined, [false, false, true]);
-        t.add(0, req("hvd.join", OpKind::Join, DType::U8, &[]));
+        t.add(0, req("hvd.join", Op::Join, DType::U8, &[]));
         assert!(t.take_ready().is_empty());
-        t.add(1, req("hvd.join", OpKind::Join, DType::U8, &[]));
+        t.add(1, req("hvd.join", Op::Join, DType::U8, &[]));
         let join = t.take_ready().remove(0).response.outcome.unwrap();
         assert_eq!(join.last_joined, 1);
         assert_eq!(t.joined(), [false, false, false]);
@@ -251,8 +262,8 @@ mod tests {
     #[test]
     fn broadcast_while_a_rank_has_joined_is_an_error() {
         let mut t = MessageTable::new(2);
-        t.add(1, req("hvd.join", OpKind::Join, DType::U8, &[]));
-        t.add(0, req("w", OpKind::Broadcast, DType::F32, &[2]));
+        t.add(1, req("hvd.join", Op::Join, DType::U8, &[]));
+        t.add(0, req("w", Op::Broadcast { root: 0 }, DType::F32, &[2]));
         assert_eq!(
             t.take_ready()[0]
                 .response
@@ -267,7 +278,7 @@ mod tests {
     #[test]
     fn stalls_name_who_submitted_and_who_is_missing() {
         let mut t = MessageTable::new(3);
-        t.add(1, req("slow", OpKind::Allreduce, DType::F32, &[1]));
+        t.add(1, req("slow", allreduce(SUM), DType::F32, &[1]));
         let stalls = t.stalls(Duration::ZERO);
         assert_eq!(
             (stalls[0].submitted.clone(), stalls[0].missing.clone()),

@@ -5,12 +5,12 @@
 
 use hvd_core::{Compression, DType, Device, Error, ReduceOp, Reduction, Result};
 
-use super::request::{OpKind, Request};
+use super::request::{Op, OpKind, Request};
 use crate::autotune::Params;
 
 /// Tensor names longer than this are refused.
 pub(crate) const MAX_NAME: usize = 4096;
-const MAGIC: u32 = 0x4876_6431; // "Hvd1"
+const MAGIC: u32 = 0x4876_6432; // "Hvd2": requests carry their op's own fields only
 
 /// What one rank tells the others in a negotiation round.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -125,7 +125,6 @@ impl<'a> Reader<'a> {
 
 fn encode_request(w: &mut Writer, r: &Request) {
     w.str(&r.name);
-    w.u8(r.kind.code());
     w.u8(r.dtype.code());
     w.usizes(&r.shape);
     match r.device {
@@ -138,12 +137,32 @@ fn encode_request(w: &mut Writer, r: &Request) {
             w.u64(0);
         }
     }
-    w.u8(r.reduction.op.code());
-    w.f64(r.reduction.prescale);
-    w.f64(r.reduction.postscale);
-    w.u8(r.compression.code());
-    w.u64(r.root as u64);
-    w.usizes(&r.splits);
+    encode_op(w, &r.op);
+}
+
+/// The op's kind, then the fields of that kind only.
+fn encode_op(w: &mut Writer, op: &Op) {
+    w.u8(op.kind().code());
+    let reduction = |w: &mut Writer, r: &Reduction| {
+        w.u8(r.op.code());
+        w.f64(r.prescale);
+        w.f64(r.postscale);
+    };
+    match op {
+        Op::Allreduce {
+            reduction: r,
+            compression,
+        } => {
+            reduction(w, r);
+            w.u8(compression.code());
+        }
+        Op::Reducescatter { reduction: r } => reduction(w, r),
+        Op::Broadcast { root } => w.u64(*root as u64),
+        Op::Alltoall { splits } => w.usizes(splits),
+        Op::AddProcessSet { members } => w.usizes(members),
+        Op::RemoveProcessSet { id } => w.u64(*id as u64),
+        Op::Allgather | Op::Barrier | Op::Join => {}
+    }
 }
 
 fn decode_request(r: &mut Reader<'_>) -> Result<Request> {
@@ -151,7 +170,6 @@ fn decode_request(r: &mut Reader<'_>) -> Result<Request> {
     if name.len() > MAX_NAME {
         return Err(r.bad("tensor name too long"));
     }
-    let kind = OpKind::from_code(r.u8("op")?).ok_or_else(|| r.bad("unknown op"))?;
     let dtype = DType::from_code(r.u8("dtype")?).ok_or_else(|| r.bad("unknown dtype"))?;
     let shape = r.usizes("shape")?;
     let device = match (r.u8("device kind")?, r.u64("device ordinal")?) {
@@ -159,24 +177,49 @@ fn decode_request(r: &mut Reader<'_>) -> Result<Request> {
         (1, ordinal) => Device::Cuda(u32::try_from(ordinal).map_err(|_| r.bad("device ordinal"))?),
         _ => return Err(r.bad("unknown device kind")),
     };
-    let op = ReduceOp::from_code(r.u8("reduce op")?).ok_or_else(|| r.bad("unknown reduce op"))?;
-    let reduction = Reduction::new(op)
-        .with_prescale(r.f64("prescale")?)
-        .with_postscale(r.f64("postscale")?);
-    let compression =
-        Compression::from_code(r.u8("compression")?).ok_or_else(|| r.bad("unknown compression"))?;
-    let root = r.usize("root")?;
-    let splits = r.usizes("splits")?;
+    let op = decode_op(r)?;
     Ok(Request {
         name,
-        kind,
+        op,
         dtype,
         shape,
         device,
-        reduction,
-        compression,
-        root,
-        splits,
+    })
+}
+
+fn decode_op(r: &mut Reader<'_>) -> Result<Op> {
+    let kind = OpKind::from_code(r.u8("op")?).ok_or_else(|| r.bad("unknown op"))?;
+    let reduction = |r: &mut Reader<'_>| -> Result<Reduction> {
+        let op =
+            ReduceOp::from_code(r.u8("reduce op")?).ok_or_else(|| r.bad("unknown reduce op"))?;
+        Ok(Reduction::new(op)
+            .with_prescale(r.f64("prescale")?)
+            .with_postscale(r.f64("postscale")?))
+    };
+    Ok(match kind {
+        OpKind::Allreduce => Op::Allreduce {
+            reduction: reduction(r)?,
+            compression: Compression::from_code(r.u8("compression")?)
+                .ok_or_else(|| r.bad("unknown compression"))?,
+        },
+        OpKind::Reducescatter => Op::Reducescatter {
+            reduction: reduction(r)?,
+        },
+        OpKind::Broadcast => Op::Broadcast {
+            root: r.usize("root")?,
+        },
+        OpKind::Alltoall => Op::Alltoall {
+            splits: r.usizes("splits")?,
+        },
+        OpKind::AddProcessSet => Op::AddProcessSet {
+            members: r.usizes("members")?,
+        },
+        OpKind::RemoveProcessSet => Op::RemoveProcessSet {
+            id: r.usize("process set id")?,
+        },
+        OpKind::Allgather => Op::Allgather,
+        OpKind::Barrier => Op::Barrier,
+        OpKind::Join => Op::Join,
     })
 }
 
@@ -219,8 +262,9 @@ impl Announcement {
         if r.u64("magic")? != MAGIC as u64 {
             return Err(r.bad("wrong magic number (not an hvd negotiation message)"));
         }
-        // Each request takes at least 60 bytes: this bounds the count by the message size.
-        let n = r.count(60, "request count")?;
+        // The smallest request (name and shape lengths, dtype, device, an op without
+        // fields) bounds the count by the message size.
+        let n = r.count(8 + 1 + 8 + 1 + 8 + 1, "request count")?;
         let requests = (0..n)
             .map(|_| decode_request(&mut r))
             .collect::<Result<_>>()?;
@@ -262,33 +306,51 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    fn op() -> impl Strategy<Value = Op> {
+        (
+            0..OpKind::ALL.len(),
+            0..ReduceOp::ALL.len(),
+            any::<f64>(),
+            0..Compression::ALL.len(),
+            0usize..64,
+            proptest::collection::vec(0usize..100, 0..5),
+        )
+            .prop_map(|(k, o, scale, c, root, list)| {
+                let reduction = Reduction::new(ReduceOp::ALL[o])
+                    .with_prescale(scale)
+                    .with_postscale(0.5);
+                match OpKind::ALL[k] {
+                    OpKind::Allreduce => Op::Allreduce {
+                        reduction,
+                        compression: Compression::ALL[c],
+                    },
+                    OpKind::Reducescatter => Op::Reducescatter { reduction },
+                    OpKind::Broadcast => Op::Broadcast { root },
+                    OpKind::Alltoall => Op::Alltoall { splits: list },
+                    OpKind::AddProcessSet => Op::AddProcessSet { members: list },
+                    OpKind::RemoveProcessSet => Op::RemoveProcessSet { id: root },
+                    OpKind::Allgather => Op::Allgather,
+                    OpKind::Barrier => Op::Barrier,
+                    OpKind::Join => Op::Join,
+                }
+            })
+    }
+
     fn request() -> impl Strategy<Value = Request> {
         (
             "[a-z./0-9]{0,20}",
-            0..OpKind::ALL.len(),
+            op(),
             0..DType::ALL.len(),
             proptest::collection::vec(0usize..1000, 0..4),
-            0..ReduceOp::ALL.len(),
-            any::<f64>(),
-            0usize..64,
-            proptest::collection::vec(0usize..100, 0..5),
-            (proptest::option::of(0u32..8), 0..Compression::ALL.len()),
+            proptest::option::of(0u32..8),
         )
-            .prop_map(
-                |(name, k, d, shape, o, scale, root, splits, (cuda, c))| Request {
-                    name,
-                    kind: OpKind::ALL[k],
-                    dtype: DType::ALL[d],
-                    shape,
-                    device: cuda.map_or(Device::Cpu, Device::Cuda),
-                    reduction: Reduction::new(ReduceOp::ALL[o])
-                        .with_prescale(scale)
-                        .with_postscale(0.5),
-                    compression: Compression::ALL[c],
-                    root,
-                    splits,
-                },
-            )
+            .prop_map(|(name, op, d, shape, cuda)| Request {
+                name,
+                op,
+                dtype: DType::ALL[d],
+                shape,
+                device: cuda.map_or(Device::Cpu, Device::Cuda),
+            })
     }
 
     proptest! {

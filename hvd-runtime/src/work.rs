@@ -1,0 +1,215 @@
+//! What a rank submitted for one operation, typed by what its caller gets back: the
+//! caller's tensor and the slot its result goes to, or the slot of a control operation.
+//!
+//! The engine reaches tensors through [`AnyBuffer`] and completes them through these
+//! types, so a result always has the caller's type: nothing is downcast on the way back.
+
+use std::sync::Arc;
+
+use hvd_core::{Compression, Error, Reduction, Result};
+
+use super::buffer::{AnyBuffer, Buffer};
+use super::handle::Slot;
+use super::request::{BatchKey, Op};
+
+/// Runs process-set changes for the global set's engine.
+pub(crate) trait SetRegistry: Send + Sync {
+    /// Creates a process set of `members` (global ranks) from the global stack; returns
+    /// its id.
+    fn add(&self, members: &[usize]) -> Result<usize>;
+    /// Removes process set `id`.
+    fn remove(&self, id: usize) -> Result<()>;
+}
+
+/// One submitted operation with its own fields and where its result goes, in the three
+/// families the engine runs differently.
+pub(crate) enum Work {
+    /// Allreduce and broadcast: batched, on the caller's tensor.
+    InPlace {
+        op: InPlaceOp,
+        tensor: Box<dyn InPlace>,
+    },
+    /// Allgather, alltoall and reducescatter: one at a time, into a new tensor.
+    Resized {
+        op: ResizedOp,
+        tensor: Box<dyn Resized>,
+    },
+    /// Barrier, join and process-set changes: no tensor, run by the engine itself.
+    Control(Control),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum InPlaceOp {
+    Allreduce {
+        reduction: Reduction,
+        compression: Compression,
+    },
+    Broadcast {
+        root: usize,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum ResizedOp {
+    Allgather,
+    Alltoall { splits: Vec<usize> },
+    Reducescatter { reduction: Reduction },
+}
+
+pub(crate) enum Control {
+    Barrier(Arc<Slot<()>>),
+    /// Answers the last rank to join.
+    Join(Arc<Slot<usize>>),
+    /// Answers the new set's id.
+    AddProcessSet {
+        members: Vec<usize>,
+        registry: Arc<dyn SetRegistry>,
+        slot: Arc<Slot<usize>>,
+    },
+    RemoveProcessSet {
+        id: usize,
+        registry: Arc<dyn SetRegistry>,
+        slot: Arc<Slot<()>>,
+    },
+}
+
+impl InPlaceOp {
+    /// What it batches by: the stack call it makes.
+    pub fn key(self) -> BatchKey {
+        match self {
+            InPlaceOp::Allreduce { reduction, .. } => BatchKey::Allreduce(reduction),
+            InPlaceOp::Broadcast { root } => BatchKey::Broadcast(root),
+        }
+    }
+}
+
+impl Work {
+    /// The operation as the ranks negotiate it.
+    pub fn op(&self) -> Op {
+        match self {
+            Work::InPlace { op, .. } => match *op {
+                InPlaceOp::Allreduce {
+                    reduction,
+                    compression,
+                } => Op::Allreduce {
+                    reduction,
+                    compression,
+                },
+                InPlaceOp::Broadcast { root } => Op::Broadcast { root },
+            },
+            Work::Resized { op, .. } => match op {
+                ResizedOp::Allgather => Op::Allgather,
+                ResizedOp::Alltoall { splits } => Op::Alltoall {
+                    splits: splits.clone(),
+                },
+                ResizedOp::Reducescatter { reduction } => Op::Reducescatter {
+                    reduction: *reduction,
+                },
+            },
+            Work::Control(control) => match control {
+                Control::Barrier(_) => Op::Barrier,
+                Control::Join(_) => Op::Join,
+                Control::AddProcessSet { members, .. } => Op::AddProcessSet {
+                    members: members.clone(),
+                },
+                Control::RemoveProcessSet { id, .. } => Op::RemoveProcessSet { id: *id },
+            },
+        }
+    }
+
+    /// Fails the operation with `err`.
+    pub fn fail(self, err: Error) {
+        match self {
+            Work::InPlace { tensor, .. } => tensor.finish(Err(err)),
+            Work::Resized { tensor, .. } => tensor.fail(err),
+            Work::Control(
+                Control::Barrier(slot) | Control::RemoveProcessSet { slot, .. },
+            ) => slot.complete(Err(err)),
+            Work::Control(Control::Join(slot) | Control::AddProcessSet { slot, .. }) => {
+                slot.complete(Err(err))
+            }
+        }
+    }
+}
+
+/// A caller's tensor that the operation reduces or overwrites where it is.
+pub(crate) trait InPlace: Send {
+    fn buffer(&mut self) -> &mut dyn AnyBuffer;
+    /// Hands the tensor back, or the error.
+    fn finish(self: Box<Self>, result: Result<()>);
+}
+
+/// A caller's tensor that the operation reads, writing its result into a new tensor of
+/// the same kind.
+pub(crate) trait Resized: Send {
+    /// Makes a zeroed result of `shape`, runs `op` from the input into it, and hands the
+    /// result back (with `received`, the rows from each rank, where the caller asked for
+    /// them), or the error, which is also returned.
+    fn run(
+        self: Box<Self>,
+        shape: &[usize],
+        received: Vec<usize>,
+        op: &mut dyn FnMut(&dyn AnyBuffer, &mut dyn AnyBuffer) -> Result<()>,
+    ) -> Result<()>;
+    fn fail(self: Box<Self>, err: Error);
+}
+
+/// A tensor of type `B` and the slot its result of type `T` goes to.
+pub(crate) struct Returns<B, T> {
+    tensor: B,
+    slot: Arc<Slot<T>>,
+}
+
+impl<B, T> Returns<B, T> {
+    pub fn new(tensor: B, slot: Arc<Slot<T>>) -> Box<Self> {
+        Box::new(Returns { tensor, slot })
+    }
+}
+
+impl<B: Buffer> InPlace for Returns<B, B> {
+    fn buffer(&mut self) -> &mut dyn AnyBuffer {
+        &mut self.tensor
+    }
+
+    fn finish(self: Box<Self>, result: Result<()>) {
+        let Returns { tensor, slot } = *self;
+        slot.complete(result.map(|()| tensor));
+    }
+}
+
+impl<B: Buffer> Resized for Returns<B, B> {
+    fn run(
+        self: Box<Self>,
+        shape: &[usize],
+        _received: Vec<usize>,
+        op: &mut dyn FnMut(&dyn AnyBuffer, &mut dyn AnyBuffer) -> Result<()>,
+    ) -> Result<()> {
+        let mut output = self.tensor.zeroed(shape);
+        let result = op(&self.tensor, &mut output);
+        self.slot.complete(result.clone().map(|()| output));
+        result
+    }
+
+    fn fail(self: Box<Self>, err: Error) {
+        self.slot.complete(Err(err));
+    }
+}
+
+/// Alltoall's result: the received tensor and the rows from each rank.
+impl<B: Buffer> Resized for Returns<B, (B, Vec<usize>)> {
+    fn run(
+        self: Box<Self>,
+        shape: &[usize],
+        received: Vec<usize>,
+        op: &mut dyn FnMut(&dyn AnyBuffer, &mut dyn AnyBuffer) -> Result<()>,
+    ) -> Result<()> {
+        let mut output = self.tensor.zeroed(shape);
+        let result = op(&self.tensor, &mut output);
+        self.slot.complete(result.clone().map(|()| (output, received)));
+        result
+    }
+
+    fn fail(self: Box<Self>, err: Error) {
+        self.slot.complete(Err(err));
+    }
+}
