@@ -185,7 +185,11 @@ mod tests {
     #[test]
     fn runs_are_consecutive_and_fit_the_threshold() {
         assert_eq!(runs([10, 10, 10, 10], 25), [0..2, 2..4]);
-        assert_eq!(runs([10, 30, 10], 25), [0..1, 1..2, 2..3], "30 bytes go alone");
+        assert_eq!(
+            runs([10, 30, 10], 25),
+            [0..1, 1..2, 2..3],
+            "30 bytes go alone"
+        );
         assert_eq!(runs([10, 10], 0), [0..1, 1..2], "threshold 0: one each");
         assert_eq!(runs([], 25), Vec::<Range<usize>>::new());
     }

@@ -205,8 +205,16 @@ fn threshold_zero_passes_every_tensor_through_alone_as_it_is() {
         .collect();
     group.allreduce(&mut batch, SUM).unwrap();
     let calls = group.inner().calls();
-    assert_eq!(calls.len(), 200, "one call per tensor, as Horovod without fusion");
-    let seen: Vec<usize> = calls.iter().flat_map(|c| &c.tensors).map(|t| t.addr).collect();
+    assert_eq!(
+        calls.len(),
+        200,
+        "one call per tensor, as Horovod without fusion"
+    );
+    let seen: Vec<usize> = calls
+        .iter()
+        .flat_map(|c| &c.tensors)
+        .map(|t| t.addr)
+        .collect();
     assert_eq!(seen, addrs);
 }
 
@@ -226,7 +234,11 @@ fn a_scatter_gathering_inner_gets_the_batch_uncopied_in_runs_that_fit_the_thresh
     let calls = group.inner().calls();
     let sizes: Vec<usize> = calls.iter().map(|c| c.tensors.len()).collect();
     assert_eq!(sizes, [4, 4, 2]);
-    let seen: Vec<usize> = calls.iter().flat_map(|c| &c.tensors).map(|t| t.addr).collect();
+    let seen: Vec<usize> = calls
+        .iter()
+        .flat_map(|c| &c.tensors)
+        .map(|t| t.addr)
+        .collect();
     assert_eq!(seen, addrs, "the caller's own memory, in batch order");
 }
 

@@ -2,9 +2,9 @@
 //!
 //! [`Buffer`] is the plug for tensor types: `Vec<T>` (1-D) and [`Shaped<T>`] (any shape)
 //! for every element type, [`Bools`] for bool tensors, and whatever a framework
-//! integration implements.
+//! integration implements, on the host or (through its device view) on a GPU.
 
-use hvd_core::{DType, Element};
+use hvd_core::{DType, Device, DeviceBuffer, Element};
 
 /// An owned host tensor the runtime can read, write, and create more of.
 pub trait Buffer: Send + 'static {
@@ -21,6 +21,17 @@ pub trait Buffer: Send + 'static {
     fn zeroed(&self, shape: &[usize]) -> Self
     where
         Self: Sized;
+    /// Where the elements live. Host memory (the default) is read and written through
+    /// `bytes`; a tensor on a device (a GPU) names its device and gives its memory
+    /// through [`device_memory`](Self::device_memory), and its `bytes` are empty.
+    fn device(&self) -> Device {
+        Device::Cpu
+    }
+    /// The elements' memory on [`device`](Self::device); `None` (the default) for host
+    /// memory. The runtime writes through it only while it holds the buffer mutably.
+    fn device_memory(&self) -> Option<DeviceBuffer<'_>> {
+        None
+    }
 }
 
 impl<T: Element> Buffer for Vec<T> {
@@ -118,6 +129,8 @@ pub(crate) trait AnyBuffer: Send {
     fn shape(&self) -> Vec<usize>;
     fn bytes(&self) -> &[u8];
     fn bytes_mut(&mut self) -> &mut [u8];
+    fn device(&self) -> Device;
+    fn device_memory(&self) -> Option<DeviceBuffer<'_>>;
 }
 
 impl<B: Buffer> AnyBuffer for B {
@@ -132,6 +145,12 @@ impl<B: Buffer> AnyBuffer for B {
     }
     fn bytes_mut(&mut self) -> &mut [u8] {
         Buffer::bytes_mut(self)
+    }
+    fn device(&self) -> Device {
+        Buffer::device(self)
+    }
+    fn device_memory(&self) -> Option<DeviceBuffer<'_>> {
+        Buffer::device_memory(self)
     }
 }
 

@@ -258,10 +258,12 @@ impl Engine {
         if self.rank != 0 {
             return None;
         }
-        self.stack.followed_threshold().map(|fusion_threshold| Params {
-            fusion_threshold,
-            cycle_time: self.config.cycle_time,
-        })
+        self.stack
+            .followed_threshold()
+            .map(|fusion_threshold| Params {
+                fusion_threshold,
+                cycle_time: self.config.cycle_time,
+            })
     }
 
     /// One negotiation round and the work it makes ready.

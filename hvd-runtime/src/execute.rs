@@ -1,7 +1,7 @@
 //! Running agreed responses: data collectives through the middleware stack, control
 //! operations on the engine's own path, and completing what this rank submitted.
 
-use hvd_core::{Error, Result, Tensor, TensorMut};
+use hvd_core::{Device, DeviceBuffer, Error, Result, Tensor, TensorMut};
 
 use super::buffer::{AnyBuffer, RawBuffer};
 use super::compress::{narrowed, widen_into};
@@ -129,13 +129,34 @@ fn scatter_rows(rows: usize, n: usize, r: usize) -> usize {
     rows / n + usize::from(r < rows % n)
 }
 
+/// The writable view of a buffer, on the host or on its device.
 fn view<'a>(name: &'a str, buffer: &'a mut dyn AnyBuffer) -> Result<TensorMut<'a>> {
     let (dtype, shape) = (buffer.dtype(), buffer.shape());
-    TensorMut::from_bytes(name, dtype, shape, buffer.bytes_mut())
+    if buffer.device() == Device::Cpu {
+        return TensorMut::from_bytes(name, dtype, shape, buffer.bytes_mut());
+    }
+    let buffer: &'a dyn AnyBuffer = buffer;
+    TensorMut::from_device(name, dtype, shape, device_memory(name, buffer)?)
 }
 
+/// The read-only view of a buffer, on the host or on its device.
 fn input<'a>(name: &'a str, buffer: &'a dyn AnyBuffer) -> Result<Tensor<'a>> {
-    Tensor::from_bytes(name, buffer.dtype(), buffer.shape(), buffer.bytes())
+    let (dtype, shape) = (buffer.dtype(), buffer.shape());
+    if buffer.device() == Device::Cpu {
+        return Tensor::from_bytes(name, dtype, shape, buffer.bytes());
+    }
+    Tensor::from_device(name, dtype, shape, device_memory(name, buffer)?)
+}
+
+fn device_memory<'a>(name: &str, buffer: &'a dyn AnyBuffer) -> Result<DeviceBuffer<'a>> {
+    buffer.device_memory().ok_or_else(|| Error::Unsupported {
+        backend: "hvd",
+        what: format!(
+            "the buffer of '{name}': it says it is on {} but gives no device memory \
+             (Buffer::device_memory)",
+            buffer.device()
+        ),
+    })
 }
 
 impl Engine {

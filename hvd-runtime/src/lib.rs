@@ -26,6 +26,7 @@ mod process_set;
 mod queue;
 mod request;
 mod response;
+mod router;
 mod set_engine;
 mod stack;
 mod stall;
@@ -39,7 +40,7 @@ mod work;
 use std::ops::Deref;
 use std::sync::Arc;
 
-use hvd_core::{Collective, Error, Result, Topology, validate};
+use hvd_core::{Error, Result, Topology, validate};
 
 pub use buffer::{Bools, Buffer, Shaped};
 pub use config::Config;
@@ -47,35 +48,28 @@ pub use handle::Handle;
 /// What [`Stack::build`] records the Timeline into.
 pub use hvd_timeline::Recorder;
 pub use process_set::ProcessSet;
+pub use router::Router;
 pub use stack::Stack;
 pub use stats::StatsSnapshot;
 
-use work::SetRegistry;
 use set_engine::{Registry, SetEngine};
 use timeline::Trace;
+use work::SetRegistry;
 
-/// Starts the runtime over a connected transport: the global set's background thread,
-/// then the static process sets `process_sets` (ids 1, 2, ... in this order).
-pub fn start(
-    transport: Arc<dyn Collective>,
-    config: Config,
-    process_sets: Vec<Vec<usize>>,
-) -> Result<Hvd> {
-    let topology = transport.topology().clone();
-    let transport_name = transport.backend();
+/// Starts the runtime over connected transports (a host one, and device ones routed by
+/// `router`): the global set's background thread, then the static process sets
+/// `process_sets` (ids 1, 2, ... in this order).
+pub fn start(router: Router, config: Config, process_sets: Vec<Vec<usize>>) -> Result<Hvd> {
+    let topology = router.host().topology().clone();
+    let transport_name = router.host().backend();
     let trace = Arc::new(Trace::default());
     trace.recorder.set_mark_cycles(config.timeline_mark_cycles);
     if let Some(path) = &config.timeline {
         trace.start(topology.rank(), path)?;
     }
-    let stack = Stack::build(transport, config.fusion_threshold, &trace.recorder);
+    let stack = Stack::routed(router, config.fusion_threshold, &trace.recorder);
     let registry = Arc::new(Registry::new(stack.clone(), config.clone(), trace.clone()));
-    let global = SetEngine::start(
-        0,
-        stack,
-        &config,
-        trace.clone(),
-    )?;
+    let global = SetEngine::start(0, stack, &config, trace.clone())?;
     tracing::debug!(
         rank = topology.rank(),
         size = topology.size(),

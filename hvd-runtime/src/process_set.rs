@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use hvd_core::{Compression, Error, ReduceOp, Reduction, Result, Topology, validate};
+use hvd_core::{Compression, Device, Error, ReduceOp, Reduction, Result, Topology, validate};
 
 use super::buffer::Buffer;
 use super::handle::{Handle, Slot};
@@ -130,22 +130,24 @@ impl ProcessSet {
         tensor: B,
         make: impl FnOnce(B, Arc<Slot<T>>) -> Work,
     ) -> Result<Handle<T>> {
-        let (dtype, shape) = (tensor.dtype(), tensor.shape());
+        let (dtype, shape, device) = (tensor.dtype(), tensor.shape(), tensor.device());
         let elements: usize = shape.iter().product();
-        if elements * dtype.size() != tensor.bytes().len() {
+        let bytes = match tensor.device_memory() {
+            Some(memory) => memory.len(),
+            None => tensor.bytes().len(),
+        };
+        if elements * dtype.size() != bytes {
             return Err(Error::invalid(
                 self.global_rank,
                 op,
                 name,
-                format!(
-                    "shape {shape:?} does not match the {} bytes of the tensor",
-                    tensor.bytes().len()
-                ),
+                format!("shape {shape:?} does not match the {bytes} bytes of the tensor"),
             ));
         }
         let slot = Arc::new(Slot::default());
         let work = make(tensor, slot.clone());
-        self.submit(Submission::new(name, work, dtype, shape), slot)
+        let submission = Submission::new(name, work, dtype, shape, device);
+        self.submit(submission, slot)
     }
 
     /// Queues a control operation named `name`.
@@ -200,15 +202,24 @@ impl ProcessSet {
             tensor.dtype(),
             reduction,
         )?;
+        if tensor.device() != Device::Cpu && compression.wire_dtype(tensor.dtype()).is_some() {
+            return Err(Error::invalid(
+                self.global_rank,
+                "allreduce",
+                name,
+                format!(
+                    "{compression} compression narrows host tensors only; this one is on {}",
+                    tensor.device()
+                ),
+            ));
+        }
         let op = InPlaceOp::Allreduce {
             reduction,
             compression,
         };
-        self.submit_tensor(name, "allreduce", tensor, |tensor, slot| {
-            Work::InPlace {
-                op,
-                tensor: Returns::new(tensor, slot),
-            }
+        self.submit_tensor(name, "allreduce", tensor, |tensor, slot| Work::InPlace {
+            op,
+            tensor: Returns::new(tensor, slot),
         })
     }
 
@@ -233,11 +244,9 @@ impl ProcessSet {
     /// Starts an allgather: the ranks' tensors concatenated along the first dim (which may
     /// differ between ranks).
     pub fn allgather_async<B: Buffer>(&self, name: &str, tensor: B) -> Result<Handle<B>> {
-        self.submit_tensor(name, "allgather", tensor, |tensor, slot| {
-            Work::Resized {
-                op: ResizedOp::Allgather,
-                tensor: Returns::new(tensor, slot),
-            }
+        self.submit_tensor(name, "allgather", tensor, |tensor, slot| Work::Resized {
+            op: ResizedOp::Allgather,
+            tensor: Returns::new(tensor, slot),
         })
     }
 
@@ -254,11 +263,9 @@ impl ProcessSet {
     ) -> Result<Handle<B>> {
         let engine = self.engine("broadcast", name)?;
         validate::root(engine.topology.rank(), engine.topology.size(), root, name)?;
-        self.submit_tensor(name, "broadcast", tensor, |tensor, slot| {
-            Work::InPlace {
-                op: InPlaceOp::Broadcast { root },
-                tensor: Returns::new(tensor, slot),
-            }
+        self.submit_tensor(name, "broadcast", tensor, |tensor, slot| Work::InPlace {
+            op: InPlaceOp::Broadcast { root },
+            tensor: Returns::new(tensor, slot),
         })
     }
 
@@ -307,11 +314,9 @@ impl ProcessSet {
         let op = ResizedOp::Alltoall {
             splits: splits.to_vec(),
         };
-        self.submit_tensor(name, "alltoall", tensor, |tensor, slot| {
-            Work::Resized {
-                op,
-                tensor: Returns::new(tensor, slot),
-            }
+        self.submit_tensor(name, "alltoall", tensor, |tensor, slot| Work::Resized {
+            op,
+            tensor: Returns::new(tensor, slot),
         })
     }
 
@@ -462,7 +467,11 @@ impl ProcessSet {
         registry: Arc<dyn SetRegistry>,
     ) -> Result<()> {
         let name = format!("hvd.remove_process_set.{id}");
-        self.submit_control(name, |slot| Control::RemoveProcessSet { id, registry, slot })?
-            .wait()
+        self.submit_control(name, |slot| Control::RemoveProcessSet {
+            id,
+            registry,
+            slot,
+        })?
+        .wait()
     }
 }

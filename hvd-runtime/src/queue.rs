@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use hvd_core::{DType, Error, Result};
+use hvd_core::{DType, Device, Error, Result};
 
 use super::poll::{QUEUE_POLL, poll_until};
 use super::request::Request;
@@ -22,12 +22,11 @@ pub(crate) struct Submission {
 }
 
 impl Submission {
-    /// The submission of `work` for the tensor `name` of `dtype` and `shape`.
-    pub fn new(name: &str, work: Work, dtype: DType, shape: Vec<usize>) -> Self {
-        Submission {
-            request: Request::new(name, work.op(), dtype, shape),
-            work,
-        }
+    /// The submission of `work` for the tensor `name` of `dtype` and `shape` on `device`.
+    pub fn new(name: &str, work: Work, dtype: DType, shape: Vec<usize>, device: Device) -> Self {
+        let mut request = Request::new(name, work.op(), dtype, shape);
+        request.device = device;
+        Submission { request, work }
     }
 
     /// The submission of an operation without a tensor.

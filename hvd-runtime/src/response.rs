@@ -189,17 +189,26 @@ pub(crate) fn decide(
         return respond(Err(err));
     }
     let joined: Vec<bool> = requests.iter().map(Option::is_none).collect();
-    if let Some(rank) = joined.iter().position(|j| *j)
-        && !kind.allowed_while_joined()
-    {
-        return respond(Err(Error::InvalidArgument {
-            rank: first.0,
-            op: kind.name(),
-            tensor: name.into(),
-            reason: format!(
-                "rank {rank} has joined; only allreduce can run while ranks have joined"
-            ),
-        }));
+    if let Some(rank) = joined.iter().position(|j| *j) {
+        let reason = if !kind.allowed_while_joined() {
+            Some("only allreduce can run while ranks have joined".to_owned())
+        } else if kind != OpKind::Join && first.1.device != Device::Cpu {
+            // Its zeros would have to be made on the device.
+            Some(format!(
+                "joined ranks contribute zeros to host tensors only, and this one is on {}",
+                first.1.device
+            ))
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            return respond(Err(Error::InvalidArgument {
+                rank: first.0,
+                op: kind.name(),
+                tensor: name.into(),
+                reason: format!("rank {rank} has joined; {reason}"),
+            }));
+        }
     }
     let request = first.1;
     respond(Ok(Plan {

@@ -140,12 +140,7 @@ impl SetRegistry for Registry {
         // same on every rank.
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let engine = match self.stack.split(members)? {
-            Some(sub) => Some(SetEngine::start(
-                id,
-                sub,
-                &self.config,
-                self.trace.clone(),
-            )?),
+            Some(sub) => Some(SetEngine::start(id, sub, &self.config, self.trace.clone())?),
             None => None,
         };
         self.sets

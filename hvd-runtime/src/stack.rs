@@ -9,10 +9,12 @@ use hvd_core::{Collective, Result};
 use hvd_fusion::Fusion;
 use hvd_timeline::{Recorder, Timeline};
 
+use crate::router::Router;
+
 type Fused = Fusion<Arc<dyn Collective>>;
 
-/// A transport wrapped in hvd's middleware (`Timeline<Fusion<transport>>`), with handles
-/// to the layers the runtime adjusts while it runs.
+/// The job's transports wrapped in hvd's middleware (`Timeline<Fusion<Router>>`), with
+/// handles to the layers the runtime adjusts while it runs.
 ///
 /// The engine hands each cycle's agreed batches to the top whole; Fusion alone decides
 /// how they travel (packed, or in runs of at most its threshold), so the threshold lives
@@ -20,8 +22,8 @@ type Fused = Fusion<Arc<dyn Collective>>;
 /// one's threshold.
 #[derive(Clone)]
 pub struct Stack {
-    /// The bare transport: negotiation runs on it, under no middleware.
-    transport: Arc<dyn Collective>,
+    /// The transports under the middleware; negotiation runs on the host one, bare.
+    router: Router,
     top: Arc<dyn Collective>,
     fusion: Arc<Fused>,
     recorder: Arc<Recorder>,
@@ -46,24 +48,29 @@ impl Stack {
         fusion_threshold: usize,
         recorder: &Arc<Recorder>,
     ) -> Stack {
-        Stack::wrap(transport, fusion_threshold, recorder.clone(), None)
+        Stack::routed(Router::new(transport), fusion_threshold, recorder)
+    }
+
+    /// Wraps the transports of `router` (a host one, and device ones).
+    pub fn routed(router: Router, fusion_threshold: usize, recorder: &Arc<Recorder>) -> Stack {
+        Stack::wrap(router, fusion_threshold, recorder.clone(), None)
     }
 
     fn wrap(
-        transport: Arc<dyn Collective>,
+        router: Router,
         fusion_threshold: usize,
         recorder: Arc<Recorder>,
         parent: Option<Arc<Fused>>,
     ) -> Stack {
+        // Router: each call to the transport for its tensors' memory.
+        let routed: Arc<dyn Collective> = Arc::new(router.clone());
         // Tensor Fusion: a cycle's batch of small tensors becomes a few large collectives.
         // It reports its copies into and out of the fusion buffer to the timeline.
-        let fusion = Arc::new(
-            Fusion::new(transport.clone(), fusion_threshold).with_tracer(recorder.clone()),
-        );
+        let fusion = Arc::new(Fusion::new(routed, fusion_threshold).with_tracer(recorder.clone()));
         // Timeline: every collective as a span on each of its tensors' rows.
         let timeline = Timeline::new(fusion.clone(), recorder.clone());
         Stack {
-            transport,
+            router,
             top: Arc::new(timeline),
             fusion,
             recorder,
@@ -76,9 +83,9 @@ impl Stack {
         self.top.as_ref()
     }
 
-    /// The bare transport under the middleware.
+    /// The bare host transport under the middleware.
     pub fn transport(&self) -> &Arc<dyn Collective> {
-        &self.transport
+        self.router.host()
     }
 
     /// The largest batch Fusion hands the transport in one call, in bytes.
@@ -90,13 +97,13 @@ impl Stack {
     /// that is not one. It starts from this stack's threshold and follows it through
     /// [`followed_threshold`](Self::followed_threshold).
     pub fn split(&self, members: &[usize]) -> Result<Option<Stack>> {
-        let Some(sub) = self.transport.split(members)? else {
+        let Some(sub) = self.router.split_router(members)? else {
             return Ok(None);
         };
         let threshold = self.fusion_threshold();
         let parent = Some(self.fusion.clone());
         Ok(Some(Stack::wrap(
-            Arc::from(sub),
+            sub,
             threshold,
             self.recorder.clone(),
             parent,

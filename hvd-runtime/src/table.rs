@@ -82,7 +82,11 @@ impl MessageTable {
             .entries
             .iter()
             .filter(|(_, e)| {
-                let is_join = e.requests.iter().flatten().any(|r| r.kind() == OpKind::Join);
+                let is_join = e
+                    .requests
+                    .iter()
+                    .flatten()
+                    .any(|r| r.kind() == OpKind::Join);
                 e.requests
                     .iter()
                     .enumerate()
@@ -121,7 +125,12 @@ impl MessageTable {
     /// Removes `name` (a stalled tensor that is being failed); returns its op.
     pub fn remove(&mut self, name: &str) -> Option<OpKind> {
         let entry = self.entries.remove(name)?;
-        entry.requests.into_iter().flatten().next().map(|r| r.kind())
+        entry
+            .requests
+            .into_iter()
+            .flatten()
+            .next()
+            .map(|r| r.kind())
     }
 
     /// Entries some ranks have waited on for longer than `after`, oldest first.
@@ -205,7 +214,12 @@ mod tests {
                 "Mismatched operations for tensor 'g': rank 0 has allreduce, rank 1 has broadcast",
             ),
             (
-                req("g", allreduce(Reduction::new(ReduceOp::Max)), DType::F32, &[4]),
+                req(
+                    "g",
+                    allreduce(Reduction::new(ReduceOp::Max)),
+                    DType::F32,
+                    &[4],
+                ),
                 "Mismatched reduce ops for tensor 'g': rank 0 has sum, rank 1 has max",
             ),
             (
@@ -272,6 +286,24 @@ mod tests {
                 .unwrap_err()
                 .to_string(),
             "rank 0: invalid broadcast of tensor 'w': rank 1 has joined; only allreduce can run while ranks have joined"
+        );
+    }
+
+    #[test]
+    fn a_device_allreduce_while_a_rank_has_joined_is_an_error() {
+        let mut t = MessageTable::new(2);
+        t.add(1, req("hvd.join", Op::Join, DType::U8, &[]));
+        let mut gpu = req("g", allreduce(SUM), DType::F32, &[2]);
+        gpu.device = hvd_core::Device::Cuda(0);
+        t.add(0, gpu);
+        assert_eq!(
+            t.take_ready()[0]
+                .response
+                .outcome
+                .as_ref()
+                .unwrap_err()
+                .to_string(),
+            "rank 0: invalid allreduce of tensor 'g': rank 1 has joined; joined ranks contribute zeros to host tensors only, and this one is on cuda:0"
         );
     }
 

@@ -122,9 +122,9 @@ impl Work {
         match self {
             Work::InPlace { tensor, .. } => tensor.finish(Err(err)),
             Work::Resized { tensor, .. } => tensor.fail(err),
-            Work::Control(
-                Control::Barrier(slot) | Control::RemoveProcessSet { slot, .. },
-            ) => slot.complete(Err(err)),
+            Work::Control(Control::Barrier(slot) | Control::RemoveProcessSet { slot, .. }) => {
+                slot.complete(Err(err))
+            }
             Work::Control(Control::Join(slot) | Control::AddProcessSet { slot, .. }) => {
                 slot.complete(Err(err))
             }
@@ -205,7 +205,8 @@ impl<B: Buffer> Resized for Returns<B, (B, Vec<usize>)> {
     ) -> Result<()> {
         let mut output = self.tensor.zeroed(shape);
         let result = op(&self.tensor, &mut output);
-        self.slot.complete(result.clone().map(|()| (output, received)));
+        self.slot
+            .complete(result.clone().map(|()| (output, received)));
         result
     }
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use hvd_core::{Collective, Compression, Result};
-use hvd_runtime::{Config, Hvd};
+use hvd_runtime::{Config, Hvd, Router};
 
 use crate::{Backend, logging, transport};
 
@@ -19,6 +19,8 @@ pub fn init() -> Result<Hvd> {
 pub struct Builder {
     config: Option<Config>,
     collective: Option<Arc<dyn Collective>>,
+    /// Transports for device memory, asked in this order.
+    device_collectives: Vec<Arc<dyn Collective>>,
     backend: Option<Backend>,
     compression: Option<Compression>,
     process_sets: Vec<Vec<usize>>,
@@ -50,6 +52,14 @@ impl Builder {
     /// in-process reference in tests) instead of connecting one.
     pub fn collective(mut self, collective: impl Collective + 'static) -> Self {
         self.collective = Some(Arc::new(collective));
+        self
+    }
+
+    /// Adds a transport for device memory (a GPU transport): collectives of tensors on a
+    /// device it [`supports`](Collective::supports) run over it, host tensors over the
+    /// job's transport. It must span the same ranks in the same order.
+    pub fn device_collective(mut self, collective: impl Collective + 'static) -> Self {
+        self.device_collectives.push(Arc::new(collective));
         self
     }
 
@@ -96,6 +106,10 @@ impl Builder {
                 Arc::from(transport::connect(backend, &world)?)
             }
         };
-        hvd_runtime::start(transport, config, self.process_sets)
+        let router = self
+            .device_collectives
+            .into_iter()
+            .fold(Router::new(transport), Router::with);
+        hvd_runtime::start(router, config, self.process_sets)
     }
 }

@@ -83,7 +83,10 @@ fn process_sets_follow_the_tuned_fusion_threshold_in_step() {
                 .map(|i| (format!("set.{i}"), vec![step as f32; 1024]))
                 .collect();
             let out = set.grouped_allreduce(tensors, ReduceOp::Sum).unwrap();
-            assert!(out.iter().all(|t| t.iter().all(|v| *v == 2.0 * step as f32)));
+            assert!(
+                out.iter()
+                    .all(|t| t.iter().all(|v| *v == 2.0 * step as f32))
+            );
             seen.insert(set.stats().fusion_threshold);
         }
         hvd.barrier().unwrap();
