@@ -23,15 +23,13 @@
 
 use std::io::{Read, Write};
 
-use hmac::{Hmac, Mac};
+use hvd_core::auth::{self, PROOF_BYTES};
 use hvd_core::wire::{Reader, Writer};
 use hvd_core::{Error, Result};
-use sha2::Sha256;
 
 /// The greeting's first bytes: who is speaking, and which version of the protocol.
 pub const MAGIC: &[u8; 8] = b"HVDSTOR2";
 pub const NONCE_BYTES: usize = 16;
-const TAG_BYTES: usize = 32;
 /// Values are addresses and small tables; anything near this is garbage on the socket.
 pub const MAX_BODY: usize = 16 << 20;
 /// A connection's first request is a hello of a few bytes: until one is authenticated,
@@ -47,21 +45,13 @@ pub enum Direction {
 }
 
 impl Direction {
-    fn byte(self) -> u8 {
+    /// The label of its tags.
+    fn label(self) -> &'static str {
         match self {
-            Direction::Request => b'Q',
-            Direction::Response => b'R',
+            Direction::Request => "Q",
+            Direction::Response => "R",
         }
     }
-}
-
-fn mac(secret: &[u8], direction: Direction, nonce: &[u8], body: &[u8]) -> Hmac<Sha256> {
-    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret)
-        .expect("HMAC-SHA256 accepts a key of any length");
-    mac.update(&[direction.byte()]);
-    mac.update(nonce);
-    mac.update(body);
-    mac
 }
 
 /// Writes one signed frame.
@@ -72,10 +62,10 @@ pub fn write_frame(
     nonce: &[u8],
     body: &[u8],
 ) -> std::io::Result<()> {
-    let mut frame = Vec::with_capacity(4 + body.len() + TAG_BYTES);
+    let mut frame = Vec::with_capacity(4 + body.len() + PROOF_BYTES);
     frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
     frame.extend_from_slice(body);
-    frame.extend_from_slice(&mac(secret, direction, nonce, body).finalize().into_bytes());
+    frame.extend_from_slice(&auth::prove(secret, direction.label(), &[nonce, body]));
     stream.write_all(&frame)
 }
 
@@ -130,12 +120,11 @@ pub fn read_frame(
     }
     let mut body = vec![0u8; len];
     stream.read_exact(&mut body).map_err(FrameError::Io)?;
-    let mut received = [0u8; TAG_BYTES];
+    let mut received = [0u8; PROOF_BYTES];
     stream.read_exact(&mut received).map_err(FrameError::Io)?;
-    // Constant-time comparison, so the tag cannot be guessed byte by byte.
-    mac(secret, direction, nonce, &body)
-        .verify_slice(&received)
-        .map_err(|_| FrameError::BadTag)?;
+    if !auth::verify(secret, direction.label(), &[nonce, &body], &received) {
+        return Err(FrameError::BadTag);
+    }
     Ok(body)
 }
 
