@@ -13,7 +13,7 @@ use crate::config::TcpConfig;
 use crate::fault::{Call, Fault};
 use crate::frame::OpCode;
 use crate::io::{Engine, Polling};
-use crate::rendezvous::Joiner;
+use crate::mesh::Joiner;
 use crate::silence;
 
 /// Store namespace of a group made by [`TcpCollective::connect`].

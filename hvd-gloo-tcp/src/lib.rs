@@ -122,8 +122,8 @@ mod fault;
 mod frame;
 mod handshake;
 mod io;
+mod mesh;
 mod record;
-mod rendezvous;
 mod silence;
 mod socket;
 
