@@ -18,8 +18,7 @@ use crate::{Device, Error, Reduction, Result, Tensor, TensorMut, Topology};
 ///
 /// Every wait inside an implementation has a timeout and ends in an [`Error`]
 /// that names the rank, the tensor and the operation; a dead peer is an error, not a hang.
-/// Prove an implementation with [`conformance`](crate::conformance) (feature
-/// `conformance`).
+/// Prove an implementation with the `conformance` suite (feature `conformance`).
 pub trait Collective: Send + Sync {
     /// This rank's place in the group.
     fn topology(&self) -> &Topology;

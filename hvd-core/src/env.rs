@@ -7,6 +7,18 @@ use std::str::FromStr;
 
 use crate::{Error, Result};
 
+/// The job's shared secret, `HVD_SECRET`, which every connection between ranks and to the
+/// rendezvous store proves it holds (see [`auth`](crate::auth)); hvdrun generates one per
+/// job. Unset, it is the empty secret: connections are still checked for protocol and
+/// job, but anyone who can reach the ports can join. Its bytes are taken as they are, so
+/// a secret need not be UTF-8. The one place that reads the variable, so that every
+/// transport and the store agree on it.
+pub fn job_secret() -> Vec<u8> {
+    std::env::var_os("HVD_SECRET")
+        .map(std::ffi::OsString::into_encoded_bytes)
+        .unwrap_or_default()
+}
+
 /// The value of `HVD_<suffix>` or else `HOROVOD_<suffix>`, with the name it came from.
 pub fn lookup(suffix: &str) -> Option<(String, String)> {
     first_set(&[format!("HVD_{suffix}"), format!("HOROVOD_{suffix}")])

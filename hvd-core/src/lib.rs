@@ -17,6 +17,9 @@
 //!   same way by every crate; [`rng`]: the seeded generator every rank draws alike;
 //! - [`schedule`]: the collective algorithms (ring, recursive doubling, pairwise exchange,
 //!   trees, barrier) as sans-IO state machines that any transport's I/O engine can drive;
+//! - [`wire`]: the [`Writer`](wire::Writer) and [`Reader`](wire::Reader) every codec of
+//!   bytes between processes is written with, whose errors name the field that was wrong;
+//!   [`auth`]: the proofs with which connections show they hold the job's secret;
 //! - [`reference`](mod@reference): an in-process transport (ranks as threads), simple and obviously
 //!   correct, for testing middleware and runtimes without sockets;
 //! - `conformance` (feature `conformance`): the public suite every `Collective` must pass.
@@ -53,6 +56,7 @@
 //! A router that sends CPU tensors to one transport and CUDA tensors to another is itself
 //! a `Collective`: it asks [`Collective::supports`] and forwards.
 
+pub mod auth;
 pub mod collective;
 pub mod compression;
 #[cfg(feature = "conformance")]
@@ -74,6 +78,7 @@ pub mod topology;
 pub mod trace;
 pub mod units;
 pub mod validate;
+pub mod wire;
 
 pub use collective::{Collective, allgather_bytes, gather_counts, split_by_counts};
 pub use compression::Compression;

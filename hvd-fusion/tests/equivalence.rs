@@ -7,6 +7,7 @@
 //! infinities, subnormals and non-canonical bools (bytes other than 0 and 1) all occur.
 
 use hvd_core::reference::LocalGroup;
+use hvd_core::rng::SplitMix64;
 use hvd_core::{Collective, DType, ReduceOp, Reduction, TensorMut};
 use hvd_fusion::{DEFAULT_THRESHOLD, Fusion};
 use proptest::prelude::*;
@@ -23,16 +24,12 @@ struct Results {
     fused: Vec<Vec<u8>>,
 }
 
-/// Deterministic pseudo-random bytes (splitmix64), so each rank can make its own.
+/// Deterministic pseudo-random bytes, so each rank can make its own.
 fn random_bytes(seed: u64, len: usize) -> Vec<u8> {
-    let mut state = seed;
+    let mut rng = SplitMix64::new(seed);
     let mut out = Vec::with_capacity(len + 8);
     while out.len() < len {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        out.extend((z ^ (z >> 31)).to_ne_bytes());
+        out.extend(rng.next_u64().to_ne_bytes());
     }
     out.truncate(len);
     out

@@ -1,4 +1,5 @@
-//! `TcpCollective`: the `Collective` trait over the engine, choosing an algorithm per call.
+//! `TcpCollective`: the `Collective` trait over the event loop, choosing an algorithm per
+//! call.
 
 use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -12,8 +13,8 @@ use hvd_core::{
 use crate::config::TcpConfig;
 use crate::fault::{Call, Fault};
 use crate::frame::OpCode;
-use crate::io::{Engine, Polling};
-use crate::rendezvous::Joiner;
+use crate::io::{EventLoop, Polling};
+use crate::mesh::Joiner;
 use crate::silence;
 
 /// Store namespace of a group made by [`TcpCollective::connect`].
@@ -32,7 +33,7 @@ pub struct TcpCollective {
 /// What calls on a group share; one call runs at a time.
 #[derive(Debug)]
 struct Group {
-    engine: Engine,
+    event_loop: EventLoop,
     /// Number of the current call, carried in every frame.
     seq: u32,
     /// Number of `split` calls so far, which names each sub-group's namespace.
@@ -88,7 +89,7 @@ impl TcpCollective {
         }
         .form()?;
         let polling = Polling::for_ranks_on_host(mesh.topology.local_size(), config.busy_poll);
-        let engine = Engine::new(size, mesh.links, config.op_timeout, polling)
+        let event_loop = EventLoop::new(size, mesh.links, config.op_timeout, polling)
             .map_err(|e| Error::io(format!("rank {rank}: setting up the event loop"), &e))?;
         tracing::debug!("rank {rank} of {size}: group '{prefix}' connected");
         Ok(TcpCollective {
@@ -97,7 +98,7 @@ impl TcpCollective {
             store,
             prefix,
             state: Mutex::new(Group {
-                engine,
+                event_loop,
                 seq: 0,
                 splits: 0,
                 poisoned: None,
@@ -153,7 +154,7 @@ impl TcpCollective {
         layout: &mut Layout<'_>,
         schedule: &mut dyn Schedule,
     ) -> Result<()> {
-        let Err(fault) = group.engine.run(call, layout, schedule) else {
+        let Err(fault) = group.event_loop.run(call, layout, schedule) else {
             return Ok(());
         };
         let timeout = self.config.op_timeout;
@@ -172,7 +173,7 @@ impl TcpCollective {
             call.tensor,
             fault.error
         );
-        group.engine.abort(&fault, call, layout);
+        group.event_loop.abort(&fault, call, layout);
         group.poisoned = Some(fault.error.clone());
         Err(fault.error)
     }

@@ -4,7 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use hvd_core::units::{BYTE_FORMS, TimeUnit, parse_bytes, parse_duration};
-use hvd_core::{Error, Result};
+use hvd_core::{Error, Result, env};
 
 /// Longest job id accepted, so that a handshake stays small and bounded.
 pub(crate) const MAX_JOB_ID: usize = 256;
@@ -85,7 +85,7 @@ impl TcpConfig {
     /// | variable | meaning | form |
     /// |---|---|---|
     /// | `HVD_IFACE` (alias `HOROVOD_GLOO_IFACE`) | interface to use | a name such as `eth0`, or a list `eth0,ib0` |
-    /// | `HVD_SECRET` | shared secret | any text |
+    /// | `HVD_SECRET` | shared secret | any bytes |
     /// | `HVD_JOB_ID` | job id | up to 256 bytes of text |
     /// | `HVD_START_TIMEOUT` | `start_timeout` | seconds, e.g. `30` or `2.5` |
     /// | `HVD_TCP_TIMEOUT` | `op_timeout` | seconds |
@@ -94,17 +94,17 @@ impl TcpConfig {
     /// A malformed value is an [`Error::Config`] that names the variable, the value and
     /// the accepted form.
     pub fn from_env() -> Result<Self> {
-        Self::from_vars(|name| std::env::var(name).ok())
+        let mut config = Self::from_vars(|name| std::env::var(name).ok())?;
+        config.secret = env::job_secret();
+        Ok(config)
     }
 
-    /// [`from_env`](Self::from_env) over any source of variables.
+    /// [`from_env`](Self::from_env) over any source of variables, but for the secret,
+    /// which only [`env::job_secret`] reads.
     pub(crate) fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self> {
         let mut config = TcpConfig::default();
         let interface = var("HVD_IFACE").or_else(|| var("HOROVOD_GLOO_IFACE"));
         config.interface = interface.filter(|name| !name.trim().is_empty());
-        if let Some(secret) = var("HVD_SECRET") {
-            config.secret = secret.into_bytes();
-        }
         if let Some(job_id) = var("HVD_JOB_ID") {
             if job_id.len() > MAX_JOB_ID {
                 return Err(Error::Config {
@@ -172,7 +172,6 @@ mod tests {
     fn variables_set_every_field() {
         let config = from(&[
             ("HOROVOD_GLOO_IFACE", "eth1"),
-            ("HVD_SECRET", "s3cret"),
             ("HVD_JOB_ID", "job-7"),
             ("HVD_START_TIMEOUT", "2.5"),
             ("HVD_TCP_TIMEOUT", "10"),
@@ -180,7 +179,6 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(config.interface.as_deref(), Some("eth1"));
-        assert_eq!(config.secret, b"s3cret");
         assert_eq!(config.job_id, "job-7");
         assert_eq!(config.start_timeout, Duration::from_millis(2500));
         assert_eq!(config.op_timeout, Duration::from_secs(10));
@@ -233,7 +231,10 @@ mod tests {
 
     #[test]
     fn debug_output_hides_the_secret() {
-        let config = from(&[("HVD_SECRET", "s3cret")]).unwrap();
+        let config = TcpConfig {
+            secret: b"s3cret".to_vec(),
+            ..TcpConfig::default()
+        };
         let text = format!("{config:?}");
         assert!(text.contains("secret: <6 bytes>"), "{text}");
         assert!(!text.contains("s3cret"), "{text}");

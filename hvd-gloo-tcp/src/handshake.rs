@@ -18,9 +18,8 @@ use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use hmac::{Hmac, Mac};
+use hvd_core::auth::{self, PROOF_BYTES};
 use hvd_core::{Error, Result};
-use sha2::Sha256;
 
 /// A whole handshake must finish within this, however the peer paces its bytes.
 pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -73,12 +72,14 @@ impl Write for Deadlined<'_> {
 const GREETING: [u8; 8] = *b"hvd-tcp\0";
 const VERSION: u16 = 1;
 const NONCE_LEN: usize = 32;
-const PROOF_LEN: usize = 32;
 /// Fixed part of a HELLO: greeting, version, rank, size, nonce, group length.
 const HELLO_FIXED: usize = 8 + 2 + 4 + 4 + NONCE_LEN + 2;
 /// Bound on the group name, so a stranger cannot make us allocate much.
 const MAX_GROUP_LEN: usize = 1024;
 const ACCEPTED: u8 = 0xA5;
+/// The labels of the two proofs, so that neither can be reflected back as the other.
+const DIALER: &str = "dialer";
+const LISTENER: &str = "listener";
 
 /// Who this end is.
 #[derive(Debug, Clone, Copy)]
@@ -204,23 +205,17 @@ fn read_exact(
     })
 }
 
-/// The MAC of `role`'s proof; HMAC takes keys of any length, the empty secret included.
-fn proof(
-    me: &Identity<'_>,
-    role: &str,
-    dialer: &Hello,
-    listener: &Hello,
-) -> std::result::Result<Hmac<Sha256>, String> {
-    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(me.secret)
-        .map_err(|e| format!("the shared secret cannot key HMAC-SHA256: {e}"))?;
-    mac.update(role.as_bytes());
-    mac.update(me.group.as_bytes());
+/// What both proofs cover besides their role: the job and group, both ranks, the group
+/// size and both nonces. The group is the only part of varying length, and both ends have
+/// checked that it is the same.
+fn transcript(me: &Identity<'_>, dialer: &Hello, listener: &Hello) -> Vec<u8> {
+    let mut out = me.group.as_bytes().to_vec();
     for number in [dialer.rank, listener.rank, me.size] {
-        mac.update(&(number as u64).to_le_bytes());
+        out.extend_from_slice(&(number as u64).to_le_bytes());
     }
-    mac.update(&dialer.nonce);
-    mac.update(&listener.nonce);
-    Ok(mac)
+    out.extend_from_slice(&dialer.nonce);
+    out.extend_from_slice(&listener.nonce);
+    out
 }
 
 /// Runs the dialer's side against `peer`; `describe` names the peer in errors
@@ -251,18 +246,16 @@ pub(crate) fn dial(
             theirs.rank
         )));
     }
-    let mut their_proof = [0u8; PROOF_LEN];
+    let transcript = transcript(me, &hello, &theirs);
+    let mut their_proof = [0u8; PROOF_BYTES];
     read_exact(stream, &mut their_proof, "proof of the shared secret").map_err(fail)?;
-    proof(me, "listener", &hello, &theirs)
-        .map_err(fail)?
-        .verify_slice(&their_proof)
-        .map_err(|_| {
-            fail("it could not prove that it holds the shared secret (HVD_SECRET differs between ranks)".into())
-        })?;
-    let mine = proof(me, "dialer", &hello, &theirs)
-        .map_err(fail)?
-        .finalize()
-        .into_bytes();
+    if !auth::verify(me.secret, LISTENER, &[&transcript], &their_proof) {
+        return Err(fail(
+            "it could not prove that it holds the shared secret (HVD_SECRET differs between ranks)"
+                .into(),
+        ));
+    }
+    let mine = auth::prove(me.secret, DIALER, &[&transcript]);
     stream.write_all(&mine).map_err(io_fail)?;
     let mut accepted = [0u8; 1];
     // Its proof already showed the secrets match, so a missing acceptance is its own
@@ -293,24 +286,20 @@ pub(crate) fn answer(
         ));
     }
     let hello = Hello::fresh(me).map_err(|e| e.to_string())?;
-    let mine = proof(me, "listener", &theirs, &hello)?
-        .finalize()
-        .into_bytes();
+    let transcript = transcript(me, &theirs, &hello);
     let mut reply = hello.encode();
-    reply.extend_from_slice(&mine);
+    reply.extend_from_slice(&auth::prove(me.secret, LISTENER, &[&transcript]));
     stream
         .write_all(&reply)
         .map_err(|e| format!("answering failed: {e}"))?;
-    let mut their_proof = [0u8; PROOF_LEN];
+    let mut their_proof = [0u8; PROOF_BYTES];
     read_exact(stream, &mut their_proof, "proof of the shared secret")?;
-    proof(me, "dialer", &theirs, &hello)?
-        .verify_slice(&their_proof)
-        .map_err(|_| {
-            format!(
-                "rank {} could not prove that it holds the shared secret (HVD_SECRET differs between ranks?)",
-                theirs.rank
-            )
-        })?;
+    if !auth::verify(me.secret, DIALER, &[&transcript], &their_proof) {
+        return Err(format!(
+            "rank {} could not prove that it holds the shared secret (HVD_SECRET differs between ranks?)",
+            theirs.rank
+        ));
+    }
     stream
         .write_all(&[ACCEPTED])
         .map_err(|e| format!("accepting failed: {e}"))?;

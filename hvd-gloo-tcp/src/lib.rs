@@ -69,7 +69,7 @@
 //! `2 (n - 1) / n` of the data per rank. On 2 cores over loopback recursive doubling wins
 //! up to 256-512 KiB at 2 ranks and up to 128-256 KiB at 4, hence 256 KiB. Ring and chain
 //! transfers are cut into frames of `chunk_bytes` (512 KiB), each forwarded as soon as it
-//! is in; the engine moves at most 256 KiB per connection and direction before it turns
+//! is in; the event loop moves at most 256 KiB per connection and direction before it turns
 //! to the others, so that long system calls do not hold up receiving while sending.
 //!
 //! A waiting call polls its sockets before it sleeps, because waking from a sleep costs
@@ -122,8 +122,8 @@ mod fault;
 mod frame;
 mod handshake;
 mod io;
+mod mesh;
 mod record;
-mod rendezvous;
 mod silence;
 mod socket;
 

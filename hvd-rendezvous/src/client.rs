@@ -124,13 +124,17 @@ impl TcpStore {
             ),
             other => failed("waiting for an answer", &other),
         })?;
-        match Response::decode(&body) {
-            Some((answered, response)) if answered == seq => Ok(response),
-            _ => Err(failed(
-                "reading an answer",
-                &"a malformed or out-of-order answer",
-            )),
+        let (answered, response) = Response::decode(&body).map_err(|e| match e {
+            Error::Store(reason) => {
+                Error::Store(format!("rendezvous server {}: {reason}", self.addr))
+            }
+            other => other,
+        })?;
+        if answered != seq {
+            let reason = format!("answer number {answered} where {seq} was due");
+            return Err(failed("reading an answer", &reason));
         }
+        Ok(response)
     }
 }
 
@@ -183,6 +187,13 @@ fn unexpected(addr: SocketAddr, response: Response) -> Error {
 
 impl Store for TcpStore {
     fn set(&self, key: &str, value: &[u8]) -> Result<()> {
+        // The server would refuse the frame; here the key can be named.
+        if value.len() > MAX_BODY {
+            return Err(Error::Store(format!(
+                "the value of key '{key}' is {} bytes, more than the {MAX_BODY} a rendezvous store holds",
+                value.len()
+            )));
+        }
         let request = Request::Set {
             key: key.into(),
             value: value.to_vec(),

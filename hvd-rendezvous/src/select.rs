@@ -33,26 +33,22 @@ const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(30);
 ///
 /// Requests are authenticated with `HVD_SECRET` (hvdrun generates one per job).
 pub fn store_from_env(launcher: &str, rank: usize, size: usize) -> Result<Arc<dyn Store>> {
-    let secret = std::env::var("HVD_SECRET").unwrap_or_default();
+    let secret = env::job_secret();
     let timeout = start_timeout()?;
     if let Some((_, addr)) = env::lookup("STORE_ADDR") {
-        return Ok(Arc::new(TcpStore::connect(
-            &addr,
-            secret.as_bytes(),
-            timeout,
-        )?));
+        return Ok(Arc::new(TcpStore::connect(&addr, &secret, timeout)?));
     }
     if let Some((_, dir)) = env::lookup("STORE_DIR") {
         return Ok(Arc::new(FileStore::new(dir)?));
     }
     if let Some((addr, port)) = master()? {
-        return master_store(rank, &addr, port, secret.as_bytes(), timeout);
+        return master_store(rank, &addr, port, &secret, timeout);
     }
     if launcher == "Slurm"
         && let Some((addr, port)) = super::slurm::master(rank)?
     {
         let port = store_port()?.unwrap_or(port);
-        return master_store(rank, &addr, port, secret.as_bytes(), timeout);
+        return master_store(rank, &addr, port, &secret, timeout);
     }
     if let Some(dir) = one_host_dir(launcher, size)? {
         return Ok(Arc::new(FileStore::new(dir)?));

@@ -195,8 +195,9 @@ fn serve(stream: &mut TcpStream, peer: &str, store: &MemoryStore, shared: &Share
             }
             Err(e) => return refuse(shared, stream, peer, &e.to_string()),
         };
-        let Some((seq, request)) = Request::decode(&body) else {
-            return refuse(shared, stream, peer, "a malformed request");
+        let (seq, request) = match Request::decode(&body) {
+            Ok(decoded) => decoded,
+            Err(e) => return refuse(shared, stream, peer, &store_text(e)),
         };
         if seq != expected {
             let reason = format!("request number {seq} where {expected} was due (a replay?)");
@@ -226,10 +227,13 @@ fn execute(store: &MemoryStore, request: Request) -> Response {
         Request::Delete { key } => store.delete(&key).map(Response::Removed),
         Request::Hello => Ok(Response::Done),
     };
-    result.unwrap_or_else(|e| {
-        Response::Failed(match e {
-            Error::Store(text) => text,
-            other => other.to_string(),
-        })
-    })
+    result.unwrap_or_else(|e| Response::Failed(store_text(e)))
+}
+
+/// What the store says went wrong, without the "store: " every store error starts with.
+fn store_text(e: Error) -> String {
+    match e {
+        Error::Store(text) => text,
+        other => other.to_string(),
+    }
 }

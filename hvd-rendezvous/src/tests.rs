@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use hvd_core::Store;
 
-use super::wire::{Direction, MAGIC, NONCE_BYTES, Request, write_frame};
+use super::wire::{Direction, MAGIC, MAX_BODY, NONCE_BYTES, Request, write_frame};
 use super::{StoreServer, TcpStore};
 
 const SECRET: &[u8] = b"job secret";
@@ -94,7 +94,7 @@ fn raw_connection(server: &StoreServer) -> (TcpStream, Vec<u8>) {
 fn refusal(stream: &mut TcpStream) -> String {
     let mut reply = Vec::new();
     stream.read_to_end(&mut reply).unwrap();
-    assert_eq!(&reply[..4], &u32::MAX.to_be_bytes(), "a refusal frame");
+    assert_eq!(&reply[..4], &u32::MAX.to_le_bytes(), "a refusal frame");
     String::from_utf8(reply[8..].to_vec()).unwrap()
 }
 
@@ -130,13 +130,40 @@ fn a_replayed_request_is_refused() {
 }
 
 #[test]
+fn a_signed_but_malformed_request_is_refused_naming_the_field() {
+    let server = server();
+    let (mut stream, nonce) = raw_connection(&server);
+    let mut frame = Vec::new();
+    write_frame(&mut frame, SECRET, Direction::Request, &nonce, &[0, 0, 0]).unwrap();
+    stream.write_all(&frame).unwrap();
+    assert_eq!(
+        refusal(&mut stream),
+        "malformed request: truncated: expected 8 bytes for the sequence number, 3 left"
+    );
+    assert!(refusals_reach(&server, 1));
+}
+
+#[test]
+fn a_value_larger_than_a_frame_is_refused_before_sending() {
+    let server = server();
+    let store = client(&server, SECRET).unwrap();
+    let err = store.set("big", &vec![0; MAX_BODY + 1]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "store: the value of key 'big' is 16777217 bytes, more than the 16777216 a rendezvous store holds"
+    );
+    store.set("small", b"fits").unwrap();
+    assert_eq!(server.refused(), 0);
+}
+
+#[test]
 fn garbage_and_silence_are_refused_without_harm() {
     let server = server();
     let (mut stream, _) = raw_connection(&server);
     stream.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
     assert_eq!(
         refusal(&mut stream),
-        "a frame of 1195725856 bytes (at most 1024 expected): not the hvd rendezvous protocol"
+        "a frame of 542393671 bytes (at most 1024 expected): not the hvd rendezvous protocol"
     );
     assert!(refusals_reach(&server, 1));
     let good = client(&server, SECRET).unwrap();

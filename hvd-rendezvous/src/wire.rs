@@ -1,20 +1,35 @@
 //! The rendezvous protocol's messages and their authentication.
 //!
-//! On connect the server sends `HVDSTOR1` and a fresh 16-byte nonce. Every message after
+//! On connect the server sends `HVDSTOR2` and a fresh 16-byte nonce. Every message after
 //! that is a frame `[u32 body length][body][32-byte tag]`, where the tag is
 //! HMAC-SHA256 under the job secret of a direction byte, the connection's nonce and the
 //! body. A request body starts with a sequence number that must count up from 0, so a
-//! recorded request cannot be replayed on this or any other connection.
+//! recorded request cannot be replayed on this or any other connection. Bodies are
+//! written with [`hvd_core::wire`], and every number is little-endian:
+//!
+//! ```text
+//! request  = u64 seq, u8 kind, then by kind:
+//!            0 set: key, bytes value | 1 get: key, u64 timeout_ms | 2 try_get: key
+//!            3 add: key, i64 delta | 4 delete: key | 5 hello
+//! response = u64 seq, u8 kind, then by kind:
+//!            0 done | 1 value: bytes | 2 missing | 3 counter: i64
+//!            4 removed: u8 (0 | 1) | 5 failed: string
+//! key      = string
+//! bytes    = u32 length, the bytes;  string = bytes of UTF-8
+//! ```
+//!
+//! Version 2 changed the byte order from big- to little-endian, as every other hvd
+//! protocol has it.
 
 use std::io::{Read, Write};
 
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
+use hvd_core::auth::{self, PROOF_BYTES};
+use hvd_core::wire::{Reader, Writer};
+use hvd_core::{Error, Result};
 
 /// The greeting's first bytes: who is speaking, and which version of the protocol.
-pub const MAGIC: &[u8; 8] = b"HVDSTOR1";
+pub const MAGIC: &[u8; 8] = b"HVDSTOR2";
 pub const NONCE_BYTES: usize = 16;
-const TAG_BYTES: usize = 32;
 /// Values are addresses and small tables; anything near this is garbage on the socket.
 pub const MAX_BODY: usize = 16 << 20;
 /// A connection's first request is a hello of a few bytes: until one is authenticated,
@@ -30,21 +45,13 @@ pub enum Direction {
 }
 
 impl Direction {
-    fn byte(self) -> u8 {
+    /// The label of its tags.
+    fn label(self) -> &'static str {
         match self {
-            Direction::Request => b'Q',
-            Direction::Response => b'R',
+            Direction::Request => "Q",
+            Direction::Response => "R",
         }
     }
-}
-
-fn mac(secret: &[u8], direction: Direction, nonce: &[u8], body: &[u8]) -> Hmac<Sha256> {
-    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret)
-        .expect("HMAC-SHA256 accepts a key of any length");
-    mac.update(&[direction.byte()]);
-    mac.update(nonce);
-    mac.update(body);
-    mac
 }
 
 /// Writes one signed frame.
@@ -55,10 +62,10 @@ pub fn write_frame(
     nonce: &[u8],
     body: &[u8],
 ) -> std::io::Result<()> {
-    let mut frame = Vec::with_capacity(4 + body.len() + TAG_BYTES);
-    frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    let mut frame = Vec::with_capacity(4 + body.len() + PROOF_BYTES);
+    frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
     frame.extend_from_slice(body);
-    frame.extend_from_slice(&mac(secret, direction, nonce, body).finalize().into_bytes());
+    frame.extend_from_slice(&auth::prove(secret, direction.label(), &[nonce, body]));
     stream.write_all(&frame)
 }
 
@@ -103,7 +110,7 @@ pub fn read_frame(
 ) -> Result<Vec<u8>, FrameError> {
     let mut len = [0u8; 4];
     stream.read_exact(&mut len).map_err(FrameError::Io)?;
-    let len = u32::from_be_bytes(len);
+    let len = u32::from_le_bytes(len);
     if len == REFUSAL {
         return Err(FrameError::Refused(read_refusal(stream)));
     }
@@ -113,12 +120,11 @@ pub fn read_frame(
     }
     let mut body = vec![0u8; len];
     stream.read_exact(&mut body).map_err(FrameError::Io)?;
-    let mut received = [0u8; TAG_BYTES];
+    let mut received = [0u8; PROOF_BYTES];
     stream.read_exact(&mut received).map_err(FrameError::Io)?;
-    // Constant-time comparison, so the tag cannot be guessed byte by byte.
-    mac(secret, direction, nonce, &body)
-        .verify_slice(&received)
-        .map_err(|_| FrameError::BadTag)?;
+    if !auth::verify(secret, direction.label(), &[nonce, &body], &received) {
+        return Err(FrameError::BadTag);
+    }
     Ok(body)
 }
 
@@ -132,8 +138,8 @@ const MAX_REFUSAL: usize = 1024;
 /// Tells the other side why it is being disconnected.
 pub fn write_refusal(stream: &mut impl Write, reason: &str) -> std::io::Result<()> {
     let reason = &reason.as_bytes()[..reason.len().min(MAX_REFUSAL)];
-    let mut frame = REFUSAL.to_be_bytes().to_vec();
-    frame.extend_from_slice(&(reason.len() as u32).to_be_bytes());
+    let mut frame = REFUSAL.to_le_bytes().to_vec();
+    frame.extend_from_slice(&(reason.len() as u32).to_le_bytes());
     frame.extend_from_slice(reason);
     stream.write_all(&frame)
 }
@@ -143,7 +149,7 @@ fn read_refusal(stream: &mut impl Read) -> String {
     if stream.read_exact(&mut len).is_err() {
         return "no reason given".into();
     }
-    let len = (u32::from_be_bytes(len) as usize).min(MAX_REFUSAL);
+    let len = (u32::from_le_bytes(len) as usize).min(MAX_REFUSAL);
     let mut reason = vec![0u8; len];
     match stream.read_exact(&mut reason) {
         Ok(()) => String::from_utf8_lossy(&reason).into_owned(),
@@ -190,126 +196,86 @@ pub enum Response {
     Failed(String),
 }
 
-/// Appends fields to a body.
-#[derive(Default)]
-struct Writer(Vec<u8>);
-
-impl Writer {
-    fn u8(mut self, v: u8) -> Self {
-        self.0.push(v);
-        self
-    }
-    fn u64(mut self, v: u64) -> Self {
-        self.0.extend_from_slice(&v.to_be_bytes());
-        self
-    }
-    fn bytes(mut self, v: &[u8]) -> Self {
-        self.0.extend_from_slice(&(v.len() as u32).to_be_bytes());
-        self.0.extend_from_slice(v);
-        self
-    }
-}
-
-/// Takes fields off a body; `None` when it is too short or malformed.
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        if self.0.len() < n {
-            return None;
-        }
-        let (head, rest) = self.0.split_at(n);
-        self.0 = rest;
-        Some(head)
-    }
-    fn u8(&mut self) -> Option<u8> {
-        self.take(1).map(|b| b[0])
-    }
-    fn u64(&mut self) -> Option<u64> {
-        self.take(8)
-            .map(|b| u64::from_be_bytes(b.try_into().expect("8 bytes")))
-    }
-    fn bytes(&mut self) -> Option<Vec<u8>> {
-        let len = u32::from_be_bytes(self.take(4)?.try_into().expect("4 bytes")) as usize;
-        self.take(len).map(<[u8]>::to_vec)
-    }
-    fn text(&mut self) -> Option<String> {
-        String::from_utf8(self.bytes()?).ok()
-    }
-    fn end(self) -> Option<()> {
-        self.0.is_empty().then_some(())
-    }
-}
+/// Keys and values are bounded by the frame they came in.
+const MAX_FIELD: usize = MAX_BODY;
 
 impl Request {
     pub fn encode(&self, seq: u64) -> Vec<u8> {
-        let w = Writer::default().u64(seq);
-        let w = match self {
-            Request::Set { key, value } => w.u8(0).bytes(key.as_bytes()).bytes(value),
-            Request::Get { key, timeout_ms } => w.u8(1).bytes(key.as_bytes()).u64(*timeout_ms),
-            Request::TryGet { key } => w.u8(2).bytes(key.as_bytes()),
-            Request::Add { key, delta } => w.u8(3).bytes(key.as_bytes()).u64(*delta as u64),
-            Request::Delete { key } => w.u8(4).bytes(key.as_bytes()),
+        let mut w = Writer::new();
+        w.u64(seq);
+        match self {
+            Request::Set { key, value } => w.u8(0).str(key).bytes(value),
+            Request::Get { key, timeout_ms } => w.u8(1).str(key).u64(*timeout_ms),
+            Request::TryGet { key } => w.u8(2).str(key),
+            Request::Add { key, delta } => w.u8(3).str(key).i64(*delta),
+            Request::Delete { key } => w.u8(4).str(key),
             Request::Hello => w.u8(5),
         };
-        w.0
+        w.into_bytes()
     }
 
-    /// The sequence number and the request; `None` for a malformed body.
-    pub fn decode(body: &[u8]) -> Option<(u64, Request)> {
-        let mut r = Reader(body);
-        let seq = r.u64()?;
-        let request = match r.u8()? {
+    /// The sequence number and the request. A malformed body is an [`Error::Store`]
+    /// whose text names the field that was wrong.
+    pub fn decode(body: &[u8]) -> Result<(u64, Request)> {
+        let mut r = Reader::reporting(body, "malformed request", Error::Store);
+        let seq = r.u64("sequence number")?;
+        let request = match r.u8("request kind")? {
             0 => Request::Set {
-                key: r.text()?,
-                value: r.bytes()?,
+                key: r.string("key", MAX_FIELD)?,
+                value: r.bytes("value", MAX_FIELD)?.to_vec(),
             },
             1 => Request::Get {
-                key: r.text()?,
-                timeout_ms: r.u64()?,
+                key: r.string("key", MAX_FIELD)?,
+                timeout_ms: r.u64("timeout")?,
             },
-            2 => Request::TryGet { key: r.text()? },
+            2 => Request::TryGet {
+                key: r.string("key", MAX_FIELD)?,
+            },
             3 => Request::Add {
-                key: r.text()?,
-                delta: r.u64()? as i64,
+                key: r.string("key", MAX_FIELD)?,
+                delta: r.i64("delta")?,
             },
-            4 => Request::Delete { key: r.text()? },
+            4 => Request::Delete {
+                key: r.string("key", MAX_FIELD)?,
+            },
             5 => Request::Hello,
-            _ => return None,
+            other => return Err(r.malformed(format_args!("unknown request kind {other}"))),
         };
         r.end()?;
-        Some((seq, request))
+        Ok((seq, request))
     }
 }
 
 impl Response {
     pub fn encode(&self, seq: u64) -> Vec<u8> {
-        let w = Writer::default().u64(seq);
-        let w = match self {
+        let mut w = Writer::new();
+        w.u64(seq);
+        match self {
             Response::Done => w.u8(0),
             Response::Value(v) => w.u8(1).bytes(v),
             Response::Missing => w.u8(2),
-            Response::Counter(c) => w.u8(3).u64(*c as u64),
-            Response::Removed(b) => w.u8(4).u8(u8::from(*b)),
-            Response::Failed(text) => w.u8(5).bytes(text.as_bytes()),
+            Response::Counter(c) => w.u8(3).i64(*c),
+            Response::Removed(b) => w.u8(4).flag(*b),
+            Response::Failed(text) => w.u8(5).str(text),
         };
-        w.0
+        w.into_bytes()
     }
 
-    pub fn decode(body: &[u8]) -> Option<(u64, Response)> {
-        let mut r = Reader(body);
-        let seq = r.u64()?;
-        let response = match r.u8()? {
+    /// The sequence number and the answer, or an [`Error::Store`] naming what is wrong.
+    pub fn decode(body: &[u8]) -> Result<(u64, Response)> {
+        let mut r = Reader::reporting(body, "malformed answer", Error::Store);
+        let seq = r.u64("sequence number")?;
+        let response = match r.u8("answer kind")? {
             0 => Response::Done,
-            1 => Response::Value(r.bytes()?),
+            1 => Response::Value(r.bytes("value", MAX_FIELD)?.to_vec()),
             2 => Response::Missing,
-            3 => Response::Counter(r.u64()? as i64),
-            4 => Response::Removed(r.u8()? != 0),
-            5 => Response::Failed(r.text()?),
-            _ => return None,
+            3 => Response::Counter(r.i64("counter")?),
+            4 => Response::Removed(r.flag("removed flag")?),
+            5 => Response::Failed(r.string("failure", MAX_FIELD)?),
+            other => return Err(r.malformed(format_args!("unknown answer kind {other}"))),
         };
         r.end()?;
-        Some((seq, response))
+        Ok((seq, response))
     }
 }
 
@@ -338,7 +304,7 @@ mod tests {
         ];
         for (seq, request) in requests.into_iter().enumerate() {
             let body = request.encode(seq as u64);
-            assert_eq!(Request::decode(&body), Some((seq as u64, request)));
+            assert_eq!(Request::decode(&body).unwrap(), (seq as u64, request));
         }
         let responses = [
             Response::Done,
@@ -349,19 +315,76 @@ mod tests {
             Response::Failed("no".into()),
         ];
         for response in responses {
-            assert_eq!(Response::decode(&response.encode(3)), Some((3, response)));
+            assert_eq!(
+                Response::decode(&response.encode(3)).unwrap(),
+                (3, response)
+            );
+        }
+    }
+
+    /// The text of a decoding error.
+    fn reason<T: std::fmt::Debug>(decoded: Result<T>) -> String {
+        match decoded.unwrap_err() {
+            Error::Store(text) => text,
+            other => panic!("not a store error: {other}"),
         }
     }
 
     #[test]
-    fn truncated_or_padded_bodies_are_rejected() {
+    fn truncated_or_padded_bodies_are_rejected_naming_the_field() {
         let body = Request::TryGet { key: "key".into() }.encode(0);
         for cut in 0..body.len() {
-            assert_eq!(Request::decode(&body[..cut]), None);
+            let reason = reason(Request::decode(&body[..cut]));
+            assert!(
+                reason.starts_with("malformed request: truncated: expected "),
+                "cut at {cut}: {reason}"
+            );
         }
+        assert_eq!(
+            reason(Request::decode(&body[..3])),
+            "malformed request: truncated: expected 8 bytes for the sequence number, 3 left"
+        );
+        assert_eq!(
+            reason(Request::decode(&body[..14])),
+            "malformed request: truncated: expected 3 bytes for the key, 1 left"
+        );
         let mut padded = body.clone();
         padded.push(0);
-        assert_eq!(Request::decode(&padded), None);
+        assert_eq!(
+            reason(Request::decode(&padded)),
+            "malformed request: 1 byte after the last field"
+        );
+        let mut unknown = body.clone();
+        unknown[8] = 9;
+        assert_eq!(
+            reason(Request::decode(&unknown)),
+            "malformed request: unknown request kind 9"
+        );
+        let mut removed = Response::Removed(true).encode(0);
+        removed[9] = 2;
+        assert_eq!(
+            reason(Response::decode(&removed)),
+            "malformed answer: the removed flag is 2, not 0 or 1"
+        );
+    }
+
+    #[test]
+    fn numbers_are_little_endian() {
+        let body = Request::Add {
+            key: "k".into(),
+            delta: -2,
+        }
+        .encode(1);
+        assert_eq!(
+            body,
+            [
+                1, 0, 0, 0, 0, 0, 0, 0, 3, 1, 0, 0, 0, b'k', 0xfe, 0xff, 0xff, 0xff, 0xff, 0xff,
+                0xff, 0xff
+            ]
+        );
+        let mut frame = Vec::new();
+        write_frame(&mut frame, b"", Direction::Request, &[], &body).unwrap();
+        assert_eq!(frame[..4], [22, 0, 0, 0]);
     }
 
     #[test]
@@ -396,7 +419,7 @@ mod tests {
 
     #[test]
     fn an_oversized_length_is_named_before_anything_is_allocated() {
-        let bytes = (MAX_BODY as u32 + 1).to_be_bytes();
+        let bytes = (MAX_BODY as u32 + 1).to_le_bytes();
         let err = read_frame(
             &mut bytes.as_slice(),
             b"",

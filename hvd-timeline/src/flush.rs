@@ -38,11 +38,7 @@ pub fn flush(
     };
     let mut batches = Vec::with_capacity(gathered.len());
     for (from, bytes) in gathered.iter().enumerate() {
-        let batch = wire::decode(bytes).map_err(|reason| Error::Protocol {
-            rank,
-            peer: format!("rank {from}"),
-            reason: format!("timeline events: {reason}"),
-        })?;
+        let batch = wire::decode(bytes, rank, &format!("rank {from}"))?;
         batches.push((from, batch));
     }
     file.append(&batches)

@@ -113,7 +113,7 @@ mod wire;
 pub mod fuzzing {
     /// Decodes `bytes` as rank 1's batch and renders it into a trace file in `dir`.
     pub fn gather(bytes: &[u8], dir: &std::path::Path) {
-        if let Ok(batch) = crate::wire::decode(bytes)
+        if let Ok(batch) = crate::wire::decode(bytes, 0, "rank 1")
             && let Ok(mut file) = crate::TraceFile::create(dir.join("trace.json"))
         {
             let _ = file.append(&[(1, batch)]);

@@ -1,6 +1,7 @@
-//! The compact byte form in which a rank's events travel to rank 0: little-endian integers
-//! and length-prefixed UTF-8, each name sent once per batch. JSON is only built on rank 0,
-//! so the other ranks pay for neither the text nor its size on the network.
+//! The compact byte form in which a rank's events travel to rank 0, written with
+//! [`hvd_core::wire`]: little-endian integers and length-prefixed UTF-8, each name sent
+//! once per batch. JSON is only built on rank 0, so the other ranks pay for neither the
+//! text nor its size on the network.
 //!
 //! ```text
 //! batch  = "HVT1" clock rows names events
@@ -13,8 +14,9 @@
 //! string = u32 length, UTF-8 bytes
 //! ```
 
-use hvd_core::DType;
 use hvd_core::trace::SpanArgs;
+use hvd_core::wire::{Reader, Writer};
+use hvd_core::{DType, Result};
 
 use crate::align::ClockOffset;
 use crate::event::{Batch, Event, Phase, RowKey};
@@ -25,85 +27,85 @@ const HAS_DTYPE: u8 = 1;
 const HAS_SHAPE: u8 = 2;
 const HAS_BYTES: u8 = 4;
 
+/// Longest row or event name accepted: far beyond the tensor names the runtime allows
+/// (4 KiB), yet bounded.
+const MAX_NAME: usize = 1 << 20;
+
+/// The fewest bytes an event takes: phase, timestamp, row, name and argument flags.
+const MIN_EVENT_BYTES: usize = 1 + 8 + 4 + 4 + 1;
+
 /// Serialises a batch.
 pub(crate) fn encode(batch: &Batch) -> Vec<u8> {
-    let mut w = Writer(Vec::with_capacity(64 + batch.events.len() * 24));
-    w.0.extend_from_slice(MAGIC);
+    let mut w = Writer::with_capacity(64 + batch.events.len() * 24);
+    w.raw(MAGIC);
     match batch.clock {
         None => w.u8(0),
-        Some(clock) => {
-            w.u8(1);
-            // Two's complement both ways: `decode` casts back to the same i64.
-            w.u64(clock.offset_ns as u64);
-            w.u64(clock.error_ns);
-        }
-    }
-    w.len(batch.rows.len());
+        Some(clock) => w.u8(1).i64(clock.offset_ns).u64(clock.error_ns),
+    };
+    w.count(batch.rows.len());
     for row in &batch.rows {
         match row {
             RowKey::Cycles => w.u8(0),
-            RowKey::Tensor(name) => {
-                w.u8(1);
-                w.str(name);
-            }
-        }
+            RowKey::Tensor(name) => w.u8(1).str(name),
+        };
     }
-    w.len(batch.names.len());
+    w.count(batch.names.len());
     for name in &batch.names {
         w.str(name);
     }
-    w.len(batch.events.len());
+    w.count(batch.events.len());
     for e in &batch.events {
-        w.u8(e.phase.code());
-        w.u64(e.ts_ns);
-        w.u32(e.row);
-        w.u32(e.name);
-        w.args(&e.args);
+        w.u8(e.phase.code()).u64(e.ts_ns).u32(e.row).u32(e.name);
+        write_args(&mut w, &e.args);
     }
-    w.0
+    w.into_bytes()
 }
 
-/// Parses a batch, checking every index, so that rank 0 can render it without further
-/// checks. The error says what was wrong and where.
-pub(crate) fn decode(bytes: &[u8]) -> Result<Batch, String> {
-    let mut r = Reader { bytes, at: 0 };
-    if r.take(MAGIC.len())? != MAGIC {
-        return Err("not a timeline batch (bad magic)".into());
+/// Parses a batch that `peer` sent to rank `rank`, checking every index, so that rank 0
+/// can render it without further checks. The error says what was wrong and where.
+pub(crate) fn decode(bytes: &[u8], rank: usize, peer: &str) -> Result<Batch> {
+    let mut r = Reader::new(bytes, "timeline events", rank, peer);
+    if r.raw("magic", MAGIC.len())? != MAGIC {
+        return Err(r.malformed("not a timeline batch (bad magic)"));
     }
-    let clock = match r.u8()? {
+    let clock = match r.u8("clock flag")? {
         0 => None,
         1 => Some(ClockOffset {
-            offset_ns: r.u64()? as i64,
-            error_ns: r.u64()?,
+            offset_ns: r.i64("clock offset")?,
+            error_ns: r.u64("clock error")?,
         }),
-        other => return Err(format!("bad clock flag {other}")),
+        other => return Err(r.malformed(format_args!("bad clock flag {other}"))),
     };
-    let mut rows = Vec::new();
-    for _ in 0..r.count()? {
-        rows.push(match r.u8()? {
+    let n = r.count("rows", 1)?;
+    let mut rows = Vec::with_capacity(n);
+    for _ in 0..n {
+        rows.push(match r.u8("row kind")? {
             0 => RowKey::Cycles,
-            1 => RowKey::Tensor(r.string()?),
-            other => return Err(format!("bad row kind {other}")),
+            1 => RowKey::Tensor(r.string("row's tensor name", MAX_NAME)?),
+            other => return Err(r.malformed(format_args!("bad row kind {other}"))),
         });
     }
-    let mut names = Vec::new();
-    for _ in 0..r.count()? {
-        names.push(r.string()?);
+    let n = r.count("names", 4)?;
+    let mut names = Vec::with_capacity(n);
+    for _ in 0..n {
+        names.push(r.string("event name", MAX_NAME)?);
     }
-    let mut events = Vec::new();
-    for _ in 0..r.count()? {
-        let code = r.u8()?;
-        let phase = Phase::from_code(code).ok_or_else(|| format!("bad event phase {code}"))?;
-        let ts_ns = r.u64()?;
-        let (row, name) = (r.u32()?, r.u32()?);
+    let n = r.count("events", MIN_EVENT_BYTES)?;
+    let mut events = Vec::with_capacity(n);
+    for _ in 0..n {
+        let code = r.u8("event phase")?;
+        let phase = Phase::from_code(code)
+            .ok_or_else(|| r.malformed(format_args!("bad event phase {code}")))?;
+        let ts_ns = r.u64("event timestamp")?;
+        let (row, name) = (r.u32("event row")?, r.u32("event name index")?);
         if row as usize >= rows.len() || name as usize >= names.len() {
-            return Err(format!(
+            return Err(r.malformed(format_args!(
                 "event refers to row {row} of {} or name {name} of {}",
                 rows.len(),
                 names.len()
-            ));
+            )));
         }
-        let args = r.args()?;
+        let args = read_args(&mut r)?;
         events.push(Event {
             phase,
             ts_ns,
@@ -112,9 +114,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Batch, String> {
             args,
         });
     }
-    if r.at != bytes.len() {
-        return Err(format!("{} bytes after the last event", bytes.len() - r.at));
-    }
+    r.end()?;
     Ok(Batch {
         clock,
         rows,
@@ -123,129 +123,45 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Batch, String> {
     })
 }
 
-struct Writer(Vec<u8>);
-
-impl Writer {
-    fn u8(&mut self, v: u8) {
-        self.0.push(v);
+fn write_args(w: &mut Writer, args: &SpanArgs) {
+    let flags = args.dtype.map_or(0, |_| HAS_DTYPE)
+        | args.shape.as_ref().map_or(0, |_| HAS_SHAPE)
+        | args.bytes.map_or(0, |_| HAS_BYTES);
+    w.u8(flags);
+    if let Some(dtype) = args.dtype {
+        w.u8(dtype.code());
     }
-
-    fn u32(&mut self, v: u32) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-
-    fn u64(&mut self, v: u64) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-
-    /// A count or length. Tables and names beyond 4 Gi entries or bytes cannot occur:
-    /// rows and names are interned, and a batch holds one flush interval of events.
-    fn len(&mut self, n: usize) {
-        self.u32(u32::try_from(n).unwrap_or(u32::MAX));
-    }
-
-    fn str(&mut self, s: &str) {
-        self.len(s.len());
-        self.0.extend_from_slice(s.as_bytes());
-    }
-
-    fn args(&mut self, args: &SpanArgs) {
-        let flags = args.dtype.map_or(0, |_| HAS_DTYPE)
-            | args.shape.as_ref().map_or(0, |_| HAS_SHAPE)
-            | args.bytes.map_or(0, |_| HAS_BYTES);
-        self.u8(flags);
-        if let Some(dtype) = args.dtype {
-            self.u8(dtype.code());
+    if let Some(shape) = &args.shape {
+        w.count(shape.len());
+        for dim in shape {
+            w.usize(*dim);
         }
-        if let Some(shape) = &args.shape {
-            self.len(shape.len());
-            for dim in shape {
-                self.u64(*dim as u64);
-            }
-        }
-        if let Some(bytes) = args.bytes {
-            self.u64(bytes as u64);
-        }
+    }
+    if let Some(bytes) = args.bytes {
+        w.usize(bytes);
     }
 }
 
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        let end = self
-            .at
-            .checked_add(n)
-            .filter(|end| *end <= self.bytes.len());
-        let Some(end) = end else {
-            return Err(format!(
-                "truncated: needed {n} bytes at offset {} of {}",
-                self.at,
-                self.bytes.len()
-            ));
-        };
-        let slice = &self.bytes[self.at..end];
-        self.at = end;
-        Ok(slice)
+fn read_args(r: &mut Reader<'_>) -> Result<SpanArgs> {
+    let flags = r.u8("argument flags")?;
+    let mut args = SpanArgs::default();
+    if flags & HAS_DTYPE != 0 {
+        let code = r.u8("dtype")?;
+        let dtype =
+            DType::from_code(code).ok_or_else(|| r.malformed(format_args!("bad dtype {code}")))?;
+        args.dtype = Some(dtype);
     }
-
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], String> {
-        let mut out = [0u8; N];
-        out.copy_from_slice(self.take(N)?);
-        Ok(out)
+    if flags & HAS_SHAPE != 0 {
+        let dims = r.count("shape dimensions", 8)?;
+        let shape = (0..dims)
+            .map(|_| r.usize("shape dimension"))
+            .collect::<Result<_>>()?;
+        args.shape = Some(shape);
     }
-
-    fn u8(&mut self) -> Result<u8, String> {
-        Ok(self.array::<1>()?[0])
+    if flags & HAS_BYTES != 0 {
+        args.bytes = Some(r.usize("byte size")?);
     }
-
-    fn u32(&mut self) -> Result<u32, String> {
-        Ok(u32::from_le_bytes(self.array()?))
-    }
-
-    fn u64(&mut self) -> Result<u64, String> {
-        Ok(u64::from_le_bytes(self.array()?))
-    }
-
-    fn count(&mut self) -> Result<usize, String> {
-        Ok(self.u32()? as usize)
-    }
-
-    fn usize(&mut self) -> Result<usize, String> {
-        let v = self.u64()?;
-        usize::try_from(v).map_err(|_| format!("{v} does not fit this machine's usize"))
-    }
-
-    fn string(&mut self) -> Result<String, String> {
-        let n = self.count()?;
-        let bytes = self.take(n)?;
-        String::from_utf8(bytes.to_vec()).map_err(|e| format!("name is not UTF-8: {e}"))
-    }
-
-    fn args(&mut self) -> Result<SpanArgs, String> {
-        let flags = self.u8()?;
-        let mut args = SpanArgs::default();
-        if flags & HAS_DTYPE != 0 {
-            let code = self.u8()?;
-            args.dtype = Some(DType::from_code(code).ok_or_else(|| format!("bad dtype {code}"))?);
-        }
-        if flags & HAS_SHAPE != 0 {
-            let rank = self.count()?;
-            // Capacity bounded by what the bytes can hold, so garbage cannot exhaust memory.
-            let mut shape = Vec::with_capacity(rank.min(self.bytes.len() / 8));
-            for _ in 0..rank {
-                shape.push(self.usize()?);
-            }
-            args.shape = Some(shape);
-        }
-        if flags & HAS_BYTES != 0 {
-            args.bytes = Some(self.usize()?);
-        }
-        Ok(args)
-    }
+    Ok(args)
 }
 
 #[cfg(test)]
@@ -286,26 +202,65 @@ mod tests {
         }
     }
 
+    /// Decodes as rank 0 does what rank 1 sent.
+    fn decode(bytes: &[u8]) -> Result<Batch> {
+        super::decode(bytes, 0, "rank 1")
+    }
+
+    /// The reason of a protocol error from rank 1 to rank 0.
+    fn reason(bytes: &[u8]) -> String {
+        match decode(bytes).unwrap_err() {
+            hvd_core::Error::Protocol {
+                rank: 0,
+                peer,
+                reason,
+            } if peer == "rank 1" => reason,
+            other => panic!("not rank 1's protocol error: {other}"),
+        }
+    }
+
     #[test]
     fn a_batch_survives_the_round_trip() {
         let batch = sample();
-        assert_eq!(decode(&encode(&batch)), Ok(batch));
-        assert_eq!(decode(&encode(&Batch::default())), Ok(Batch::default()));
+        assert_eq!(decode(&encode(&batch)).unwrap(), batch);
+        assert_eq!(
+            decode(&encode(&Batch::default())).unwrap(),
+            Batch::default()
+        );
     }
 
     #[test]
     fn truncated_or_corrupt_bytes_are_refused_with_the_reason() {
         let bytes = encode(&sample());
         for cut in 0..bytes.len() {
-            assert!(decode(&bytes[..cut]).is_err(), "cut at {cut} was accepted");
+            let reason = reason(&bytes[..cut]);
+            assert!(
+                reason.starts_with("timeline events: truncated: expected ")
+                    || reason.contains("cannot fit in the"),
+                "cut at {cut}: {reason}"
+            );
         }
         assert_eq!(
-            decode(b"JSON").unwrap_err(),
-            "not a timeline batch (bad magic)"
+            reason(&bytes[..12]),
+            "timeline events: truncated: expected 8 bytes for the clock offset, 7 left"
+        );
+        assert_eq!(
+            reason(b"JSON"),
+            "timeline events: not a timeline batch (bad magic)"
         );
         let mut extra = bytes.clone();
         extra.push(0);
-        assert_eq!(decode(&extra).unwrap_err(), "1 bytes after the last event");
+        assert_eq!(
+            reason(&extra),
+            "timeline events: 1 byte after the last field"
+        );
+        let mut bad_phase = encode(&Batch {
+            events: vec![sample().events[0].clone()],
+            ..sample()
+        });
+        let at = bad_phase.len() - MIN_EVENT_BYTES;
+        bad_phase[at] = 9;
+        assert_eq!(reason(&bad_phase), "timeline events: bad event phase 9");
     }
 
     #[test]
@@ -313,8 +268,8 @@ mod tests {
         let mut batch = sample();
         batch.events[1].row = 2;
         assert_eq!(
-            decode(&encode(&batch)).unwrap_err(),
-            "event refers to row 2 of 2 or name 1 of 2"
+            decode(&encode(&batch)).unwrap_err().to_string(),
+            "rank 0: protocol error from rank 1: timeline events: event refers to row 2 of 2 or name 1 of 2"
         );
     }
 }

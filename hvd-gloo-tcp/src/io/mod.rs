@@ -1,4 +1,4 @@
-//! The engine: one `mio` event loop per group that runs a [`Schedule`] over nonblocking
+//! The event loop: one `mio` loop per group that runs a [`Schedule`] over nonblocking
 //! sockets, in the calling thread.
 //!
 //! Each turn moves every frame in flight as far as its socket allows (sending, receiving
@@ -25,7 +25,7 @@ use incoming::{Buffers, Failure};
 pub(crate) use link::Link;
 use link::Waiting;
 
-/// At most this many bytes move on one connection in one direction before the engine
+/// At most this many bytes move on one connection in one direction before the event loop
 /// turns to the other transfers: long system calls would hold up receiving (and the
 /// peer) while sending, and the other way round. Measured: 256 KiB beats 128 KiB, 512 KiB
 /// and no limit on loopback.
@@ -68,7 +68,7 @@ impl Polling {
 
 /// The connections of one group and the machinery to run calls over them.
 #[derive(Debug)]
-pub(crate) struct Engine {
+pub(crate) struct EventLoop {
     links: Vec<Option<Link>>,
     /// Stashed payloads, by peer rank.
     stashes: Vec<Vec<u8>>,
@@ -78,7 +78,7 @@ pub(crate) struct Engine {
     polling: Polling,
 }
 
-impl Engine {
+impl EventLoop {
     /// Takes over the connections of a group of `size` ranks.
     pub(crate) fn new(
         size: usize,
@@ -97,7 +97,7 @@ impl Engine {
                 *slot = Some(link);
             }
         }
-        Ok(Engine {
+        Ok(EventLoop {
             links: slots,
             stashes: vec![Vec::new(); size],
             poll,

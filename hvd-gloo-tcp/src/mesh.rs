@@ -1,7 +1,8 @@
-//! Forming a group: every rank listens, publishes its endpoint in the store, reads every
-//! other rank's, and connects the full mesh (pairwise exchanges and recursive doubling
-//! need any two ranks connected). Rank `i` dials every rank below it and accepts every
-//! rank above it; each connection must pass the handshake.
+//! The mesh of connections a group runs on: every rank listens, publishes its endpoint in
+//! the rendezvous store, reads every other rank's, and connects to all of them (pairwise
+//! exchanges and recursive doubling need any two ranks connected). Rank `i` dials every
+//! rank below it and accepts every rank above it; each connection must pass the
+//! handshake.
 //!
 //! Accepting runs in its own thread and each caller's handshake in another, so a stranger
 //! that connects and says nothing, or sends garbage, holds up no one: it is dropped after
