@@ -1,16 +1,32 @@
-//! The binary encoding of what ranks announce to each other each cycle.
+//! The binary encoding of what ranks announce to each other each cycle, written and read
+//! with hvd-core's wire toolkit.
+//!
+//! ```text
+//! announcement = "Hvd3" requests leaving stalled tune
+//! requests     = count, { name dtype shape device op }
+//! device       = u8 (0: cpu | 1: cuda), u64 ordinal
+//! op           = u8 kind, then that kind's fields only
+//! leaving      = flag, [string reason]
+//! stalled      = count, { string name, u64 waited_ms, ranks }
+//! tune         = flag, [usize fusion_threshold, u64 cycle_time_ns]
+//! ```
 //!
 //! Decoding is defensive: every length is checked against the bytes that are left and
-//! against a limit, so garbage gives an error instead of a panic or a huge allocation.
+//! against a limit, so garbage gives an error naming the field instead of a panic or a
+//! huge allocation.
 
-use hvd_core::{Compression, DType, Device, Error, ReduceOp, Reduction, Result};
+use hvd_core::wire::{Reader, Writer};
+use hvd_core::{Compression, DType, Device, ReduceOp, Reduction, Result};
 
 use super::request::{Op, OpKind, Request};
 use crate::autotune::Params;
 
 /// Tensor names longer than this are refused.
 pub(crate) const MAX_NAME: usize = 4096;
-const MAGIC: u32 = 0x4876_6432; // "Hvd2": requests carry their op's own fields only
+/// Version 3: requests carry their op's own fields only, lengths are the toolkit's.
+const MAGIC: &[u8; 4] = b"Hvd3";
+/// Bounds the leaving reason and stall names a peer can make this rank allocate.
+const MAX_TEXT: usize = 1 << 16;
 
 /// What one rank tells the others in a negotiation round.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -34,109 +50,25 @@ pub(crate) struct StallVerdict {
     pub missing: Vec<usize>,
 }
 
-struct Writer(Vec<u8>);
-
-impl Writer {
-    fn u8(&mut self, v: u8) {
-        self.0.push(v);
-    }
-    fn u64(&mut self, v: u64) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    fn f64(&mut self, v: f64) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    fn usizes(&mut self, v: &[usize]) {
-        self.u64(v.len() as u64);
-        v.iter().for_each(|x| self.u64(*x as u64));
-    }
-    fn str(&mut self, s: &str) {
-        self.u64(s.len() as u64);
-        self.0.extend_from_slice(s.as_bytes());
-    }
+fn usizes(w: &mut Writer, values: &[usize]) {
+    w.count(values.len());
+    values.iter().for_each(|v| {
+        w.usize(*v);
+    });
 }
 
-struct Reader<'a> {
-    bytes: &'a [u8],
-    from: usize,
-    me: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn bad(&self, what: &str) -> Error {
-        Error::Protocol {
-            rank: self.me,
-            peer: format!("rank {}", self.from),
-            reason: format!("malformed negotiation message: {what}"),
-        }
-    }
-    fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8]> {
-        if n > self.bytes.len() {
-            return Err(self.bad(&format!(
-                "{what} needs {n} bytes, {} left",
-                self.bytes.len()
-            )));
-        }
-        let (head, tail) = self.bytes.split_at(n);
-        self.bytes = tail;
-        Ok(head)
-    }
-    fn u8(&mut self, what: &str) -> Result<u8> {
-        Ok(self.take(1, what)?[0])
-    }
-    /// A presence flag: exactly 0 or 1, so a corrupted byte is an error, not "present".
-    fn flag(&mut self, what: &str) -> Result<bool> {
-        match self.u8(what)? {
-            0 => Ok(false),
-            1 => Ok(true),
-            other => Err(self.bad(&format!("{what} is {other}, not 0 or 1"))),
-        }
-    }
-    fn u64(&mut self, what: &str) -> Result<u64> {
-        let b = self.take(8, what)?;
-        Ok(u64::from_le_bytes([
-            b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7],
-        ]))
-    }
-    fn f64(&mut self, what: &str) -> Result<f64> {
-        Ok(f64::from_bits(self.u64(what)?))
-    }
-    fn usize(&mut self, what: &str) -> Result<usize> {
-        usize::try_from(self.u64(what)?).map_err(|_| self.bad(&format!("{what} out of range")))
-    }
-    /// A count of items of at least `item_bytes` each: bounded by the bytes left.
-    fn count(&mut self, item_bytes: usize, what: &str) -> Result<usize> {
-        let n = self.usize(what)?;
-        if n.saturating_mul(item_bytes) > self.bytes.len() {
-            return Err(self.bad(&format!("{what} of {n} does not fit in the message")));
-        }
-        Ok(n)
-    }
-    fn usizes(&mut self, what: &str) -> Result<Vec<usize>> {
-        let n = self.count(8, what)?;
-        (0..n).map(|_| self.usize(what)).collect()
-    }
-    fn str(&mut self, what: &str) -> Result<String> {
-        let n = self.count(1, what)?;
-        let bytes = self.take(n, what)?;
-        String::from_utf8(bytes.to_vec()).map_err(|_| self.bad(&format!("{what} is not UTF-8")))
-    }
+fn read_usizes(r: &mut Reader<'_>, items: &str) -> Result<Vec<usize>> {
+    let n = r.count(items, 8)?;
+    (0..n).map(|_| r.usize(items)).collect()
 }
 
 fn encode_request(w: &mut Writer, r: &Request) {
-    w.str(&r.name);
-    w.u8(r.dtype.code());
-    w.usizes(&r.shape);
+    w.str(&r.name).u8(r.dtype.code());
+    usizes(w, &r.shape);
     match r.device {
-        Device::Cuda(ordinal) => {
-            w.u8(1);
-            w.u64(ordinal as u64);
-        }
-        _ => {
-            w.u8(0);
-            w.u64(0);
-        }
-    }
+        Device::Cuda(ordinal) => w.u8(1).u64(ordinal as u64),
+        _ => w.u8(0).u64(0),
+    };
     encode_op(w, &r.op);
 }
 
@@ -144,9 +76,7 @@ fn encode_request(w: &mut Writer, r: &Request) {
 fn encode_op(w: &mut Writer, op: &Op) {
     w.u8(op.kind().code());
     let reduction = |w: &mut Writer, r: &Reduction| {
-        w.u8(r.op.code());
-        w.f64(r.prescale);
-        w.f64(r.postscale);
+        w.u8(r.op.code()).f64(r.prescale).f64(r.postscale);
     };
     match op {
         Op::Allreduce {
@@ -157,25 +87,28 @@ fn encode_op(w: &mut Writer, op: &Op) {
             w.u8(compression.code());
         }
         Op::Reducescatter { reduction: r } => reduction(w, r),
-        Op::Broadcast { root } => w.u64(*root as u64),
-        Op::Alltoall { splits } => w.usizes(splits),
-        Op::AddProcessSet { members } => w.usizes(members),
-        Op::RemoveProcessSet { id } => w.u64(*id as u64),
+        Op::Broadcast { root } => {
+            w.usize(*root);
+        }
+        Op::Alltoall { splits } => usizes(w, splits),
+        Op::AddProcessSet { members } => usizes(w, members),
+        Op::RemoveProcessSet { id } => {
+            w.usize(*id);
+        }
         Op::Allgather | Op::Barrier | Op::Join => {}
     }
 }
 
 fn decode_request(r: &mut Reader<'_>) -> Result<Request> {
-    let name = r.str("tensor name")?;
-    if name.len() > MAX_NAME {
-        return Err(r.bad("tensor name too long"));
-    }
-    let dtype = DType::from_code(r.u8("dtype")?).ok_or_else(|| r.bad("unknown dtype"))?;
-    let shape = r.usizes("shape")?;
+    let name = r.string("tensor name", MAX_NAME)?;
+    let dtype = DType::from_code(r.u8("dtype")?).ok_or_else(|| r.malformed("unknown dtype"))?;
+    let shape = read_usizes(r, "dims of the shape")?;
     let device = match (r.u8("device kind")?, r.u64("device ordinal")?) {
         (0, _) => Device::Cpu,
-        (1, ordinal) => Device::Cuda(u32::try_from(ordinal).map_err(|_| r.bad("device ordinal"))?),
-        _ => return Err(r.bad("unknown device kind")),
+        (1, ordinal) => Device::Cuda(
+            u32::try_from(ordinal).map_err(|_| r.malformed("device ordinal out of range"))?,
+        ),
+        (kind, _) => return Err(r.malformed(format_args!("unknown device kind {kind}"))),
     };
     let op = decode_op(r)?;
     Ok(Request {
@@ -188,10 +121,13 @@ fn decode_request(r: &mut Reader<'_>) -> Result<Request> {
 }
 
 fn decode_op(r: &mut Reader<'_>) -> Result<Op> {
-    let kind = OpKind::from_code(r.u8("op")?).ok_or_else(|| r.bad("unknown op"))?;
+    let code = r.u8("op")?;
+    let kind =
+        OpKind::from_code(code).ok_or_else(|| r.malformed(format_args!("unknown op {code}")))?;
     let reduction = |r: &mut Reader<'_>| -> Result<Reduction> {
-        let op =
-            ReduceOp::from_code(r.u8("reduce op")?).ok_or_else(|| r.bad("unknown reduce op"))?;
+        let code = r.u8("reduce op")?;
+        let op = ReduceOp::from_code(code)
+            .ok_or_else(|| r.malformed(format_args!("unknown reduce op {code}")))?;
         Ok(Reduction::new(op)
             .with_prescale(r.f64("prescale")?)
             .with_postscale(r.f64("postscale")?))
@@ -200,7 +136,7 @@ fn decode_op(r: &mut Reader<'_>) -> Result<Op> {
         OpKind::Allreduce => Op::Allreduce {
             reduction: reduction(r)?,
             compression: Compression::from_code(r.u8("compression")?)
-                .ok_or_else(|| r.bad("unknown compression"))?,
+                .ok_or_else(|| r.malformed("unknown compression"))?,
         },
         OpKind::Reducescatter => Op::Reducescatter {
             reduction: reduction(r)?,
@@ -209,10 +145,10 @@ fn decode_op(r: &mut Reader<'_>) -> Result<Op> {
             root: r.usize("root")?,
         },
         OpKind::Alltoall => Op::Alltoall {
-            splits: r.usizes("splits")?,
+            splits: read_usizes(r, "splits")?,
         },
         OpKind::AddProcessSet => Op::AddProcessSet {
-            members: r.usizes("members")?,
+            members: read_usizes(r, "members")?,
         },
         OpKind::RemoveProcessSet => Op::RemoveProcessSet {
             id: r.usize("process set id")?,
@@ -225,60 +161,53 @@ fn decode_op(r: &mut Reader<'_>) -> Result<Op> {
 
 impl Announcement {
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = Writer(Vec::new());
-        w.u64(MAGIC as u64);
-        w.u64(self.requests.len() as u64);
+        let mut w = Writer::new();
+        w.raw(MAGIC).count(self.requests.len());
         self.requests.iter().for_each(|r| encode_request(&mut w, r));
-        match &self.leaving {
-            Some(reason) => {
-                w.u8(1);
-                w.str(reason);
-            }
-            None => w.u8(0),
+        w.flag(self.leaving.is_some());
+        if let Some(reason) = &self.leaving {
+            w.str(reason);
         }
-        w.u64(self.stalled.len() as u64);
+        w.count(self.stalled.len());
         for verdict in &self.stalled {
-            w.str(&verdict.name);
-            w.u64(verdict.waited_ms);
-            w.usizes(&verdict.missing);
+            w.str(&verdict.name).u64(verdict.waited_ms);
+            usizes(&mut w, &verdict.missing);
         }
-        match &self.tune {
-            Some(p) => {
-                w.u8(1);
-                w.u64(p.fusion_threshold as u64);
-                w.u64(p.cycle_time.as_nanos() as u64);
-            }
-            None => w.u8(0),
+        w.flag(self.tune.is_some());
+        if let Some(p) = &self.tune {
+            w.usize(p.fusion_threshold)
+                .u64(p.cycle_time.as_nanos() as u64);
         }
-        w.0
+        w.into_bytes()
     }
 
     /// Decodes what rank `from` sent to rank `me`.
     pub fn decode(bytes: &[u8], from: usize, me: usize) -> Result<Announcement> {
-        let mut r = Reader { bytes, from, me };
         if bytes.is_empty() {
             return Ok(Announcement::default());
         }
-        if r.u64("magic")? != MAGIC as u64 {
-            return Err(r.bad("wrong magic number (not an hvd negotiation message)"));
+        let peer = format!("rank {from}");
+        let mut r = Reader::new(bytes, "negotiation message", me, &peer);
+        if r.raw("magic", MAGIC.len())? != MAGIC {
+            return Err(r.malformed("wrong magic (not an hvd negotiation message of this version)"));
         }
         // The smallest request (name and shape lengths, dtype, device, an op without
         // fields) bounds the count by the message size.
-        let n = r.count(8 + 1 + 8 + 1 + 8 + 1, "request count")?;
+        let n = r.count("requests", 4 + 1 + 4 + 1 + 8 + 1)?;
         let requests = (0..n)
             .map(|_| decode_request(&mut r))
             .collect::<Result<_>>()?;
         let leaving = match r.flag("leaving flag")? {
             false => None,
-            true => Some(r.str("leaving reason")?),
+            true => Some(r.string("leaving reason", MAX_TEXT)?),
         };
-        let m = r.count(24, "stalled count")?;
+        let m = r.count("stalled tensors", 4 + 8 + 4)?;
         let stalled = (0..m)
             .map(|_| {
                 Ok(StallVerdict {
-                    name: r.str("stalled name")?,
+                    name: r.string("stalled tensor name", MAX_NAME)?,
                     waited_ms: r.u64("stalled time")?,
-                    missing: r.usizes("stalled ranks")?,
+                    missing: read_usizes(&mut r, "missing ranks")?,
                 })
             })
             .collect::<Result<_>>()?;
@@ -289,9 +218,7 @@ impl Announcement {
                 cycle_time: std::time::Duration::from_nanos(r.u64("cycle time")?),
             }),
         };
-        if !r.bytes.is_empty() {
-            return Err(r.bad(&format!("{} trailing bytes", r.bytes.len())));
-        }
+        r.end()?;
         Ok(Announcement {
             requests,
             leaving,
@@ -401,21 +328,21 @@ mod tests {
     #[test]
     fn a_flag_byte_other_than_0_or_1_is_named() {
         let mut bytes = Announcement::default().encode();
-        bytes[16] = 2; // after the magic and the request count: the leaving flag
+        bytes[8] = 2; // after the magic and the request count: the leaving flag
         assert_eq!(
             Announcement::decode(&bytes, 2, 0).unwrap_err().to_string(),
-            "rank 0: protocol error from rank 2: malformed negotiation message: leaving flag is 2, not 0 or 1"
+            "rank 0: protocol error from rank 2: negotiation message: the leaving flag is 2, not 0 or 1"
         );
     }
 
     #[test]
     fn a_huge_count_does_not_allocate_and_names_the_sender() {
-        let mut bytes = (MAGIC as u64).to_le_bytes().to_vec();
-        bytes.extend_from_slice(&u64::MAX.to_le_bytes());
+        let mut bytes = MAGIC.to_vec();
+        bytes.extend_from_slice(&u32::MAX.to_le_bytes());
         let err = Announcement::decode(&bytes, 5, 1).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "rank 1: protocol error from rank 5: malformed negotiation message: request count of 18446744073709551615 does not fit in the message"
+            "rank 1: protocol error from rank 5: negotiation message: 4294967295 requests cannot fit in the 0 bytes left"
         );
     }
 }
