@@ -3,10 +3,15 @@
 //! Named asynchronous collectives, negotiated between ranks by one background thread
 //! per process set, so ranks may submit tensors in any order: the response cache, the
 //! stall inspector, join, process sets, the Timeline and autotuning, over the middleware
-//! stack built in `stack.rs` (`Timeline<Fusion<transport>>`).
+//! stack built in `stack.rs` (`Timeline<Fusion<Router>>`).
 //!
-//! It depends on the contract ([`hvd_core`]) and the middleware only: [`start`] takes a
-//! transport already connected. The facade `hvd` chooses and connects the transport from
+//! Each cycle's agreed responses reach the stack as whole batches of typed operations;
+//! Fusion alone applies the fusion threshold, and the [`Router`] sends each call to the
+//! transport for its tensors' memory. A [`Buffer`] lives on the host or, through its
+//! device view, on a device.
+//!
+//! It depends on the contract ([`hvd_core`]) and the middleware only: [`start`] takes
+//! transports already connected. The facade `hvd` chooses and connects the transport from
 //! the job's environment and re-exports what is here.
 
 mod autotune;

@@ -94,8 +94,8 @@ impl Stack {
     }
 
     /// The same stack over the sub-group of `members` (global ranks), `None` on a rank
-    /// that is not one. It starts from this stack's threshold and follows it through
-    /// [`followed_threshold`](Self::followed_threshold).
+    /// that is not one. It starts from this stack's threshold and then follows it: the
+    /// process set's engine applies a change after a cycle its members agree on.
     pub fn split(&self, members: &[usize]) -> Result<Option<Stack>> {
         let Some(sub) = self.router.split_router(members)? else {
             return Ok(None);
