@@ -63,6 +63,7 @@ pub mod compression;
 pub mod conformance;
 pub mod device;
 pub mod dtype;
+pub mod dynlib;
 pub mod env;
 pub mod error;
 pub mod kernels;

@@ -7,6 +7,7 @@
 
 use std::ffi::{CStr, c_char, c_int, c_void};
 
+use hvd_core::dynlib::Dynlib;
 use hvd_core::{Error, Result};
 
 const NAMES: &[&str] = &["libibverbs.so.1", "libibverbs.so"];
@@ -185,38 +186,27 @@ fn mtu_bytes(mtu: u32) -> u32 {
 }
 
 fn load() -> Result<Verbs> {
-    let mut failures = Vec::new();
-    for name in NAMES {
-        let c_name = std::ffi::CString::new(*name).unwrap_or_default();
-        // SAFETY: a valid C string; loading runs libibverbs' constructors.
-        let handle = unsafe { libc::dlopen(c_name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-        if handle.is_null() {
-            failures.push(format!("{name} not found"));
-            continue;
-        }
-        return resolve(handle);
+    let names: Vec<String> = NAMES.iter().map(|n| n.to_string()).collect();
+    match Dynlib::open_first(&names) {
+        Ok((library, _)) => resolve(library),
+        Err(failures) => Err(Error::LibraryMissing {
+            library: "libibverbs".into(),
+            hint: format!(
+                "install it with `apt-get install libibverbs1` (Debian, Ubuntu) or `yum install \
+                 libibverbs` (RHEL, Fedora) to list RDMA devices ({})",
+                failures.join("; ")
+            ),
+        }),
     }
-    Err(Error::LibraryMissing {
-        library: "libibverbs".into(),
-        hint: format!(
-            "install it with `apt-get install libibverbs1` (Debian, Ubuntu) or `yum install \
-             libibverbs` (RHEL, Fedora) to list RDMA devices ({})",
-            failures.join("; ")
-        ),
-    })
 }
 
-fn resolve(handle: *mut c_void) -> Result<Verbs> {
-    let find = |symbol: &CStr| {
-        // SAFETY: a live handle, never closed, and a valid C string.
-        let address = unsafe { libc::dlsym(handle, symbol.as_ptr()) };
-        if address.is_null() {
-            return Err(Error::LibraryMissing {
-                library: "libibverbs".into(),
-                hint: format!("the loaded library lacks {}", symbol.to_string_lossy()),
-            });
-        }
-        Ok(address)
+fn resolve(library: Dynlib) -> Result<Verbs> {
+    let find = |symbol: &CStr| match library.symbol(symbol) {
+        Some(address) => Ok(address.as_ptr()),
+        None => Err(Error::LibraryMissing {
+            library: "libibverbs".into(),
+            hint: format!("the loaded library lacks {}", symbol.to_string_lossy()),
+        }),
     };
     // SAFETY: each symbol is libibverbs' exported function of that name with the C
     // signature (verbs.h) the target type repeats; the library stays loaded.

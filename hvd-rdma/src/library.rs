@@ -4,9 +4,10 @@
 //! Only the functions `fabric.h` really exports are resolved here; everything else is a
 //! call through the function tables of the objects they return (see `sys::calls`).
 
-use std::ffi::{CStr, CString, c_char, c_int, c_void};
+use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::OnceLock;
 
+use hvd_core::dynlib::{self, Dynlib};
 use hvd_core::{Error, Result};
 
 use crate::sys::{self, fi_fabric_attr, fi_info, fid_fabric};
@@ -60,67 +61,32 @@ pub(crate) fn library() -> Result<&'static Library> {
 }
 
 fn load() -> Result<Library> {
-    let candidates: Vec<String> = match std::env::var(LIBRARY_VAR) {
-        Ok(path) if !path.is_empty() => vec![path],
-        _ => NAMES.iter().map(|n| n.to_string()).collect(),
-    };
-    let mut failures = Vec::new();
-    for name in &candidates {
-        match open(name) {
-            Ok(handle) => return resolve(name, handle),
-            Err(reason) => failures.push(reason),
-        }
+    let candidates = dynlib::candidates(LIBRARY_VAR, NAMES);
+    match Dynlib::open_first(&candidates) {
+        Ok((library, name)) => resolve(name, library),
+        Err(failures) => Err(Error::LibraryMissing {
+            library: format!("libfabric ({})", candidates.join(", ")),
+            hint: format!("{INSTALL_HINT} ({})", failures.join("; ")),
+        }),
     }
-    Err(Error::LibraryMissing {
-        library: format!("libfabric ({})", candidates.join(", ")),
-        hint: format!("{INSTALL_HINT} ({})", failures.join("; ")),
-    })
 }
 
-/// `dlopen`s `name`; the error is `dlerror`'s text.
-fn open(name: &str) -> Result<*mut c_void, String> {
-    let c_name = CString::new(name).map_err(|_| format!("{name:?} contains a NUL byte"))?;
-    // SAFETY: `c_name` is a valid C string; dlopen has no other preconditions. Loading
-    // runs the library's constructors, which is what loading libfabric means.
-    let handle = unsafe { libc::dlopen(c_name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-    if handle.is_null() {
-        return Err(dl_error());
-    }
-    Ok(handle)
-}
-
-fn dl_error() -> String {
-    // SAFETY: dlerror returns null or a C string valid until the next dl* call on this
-    // thread, and it is copied at once.
-    let text = unsafe { libc::dlerror() };
-    if text.is_null() {
-        return "unknown dlopen error".into();
-    }
-    // SAFETY: non-null, NUL-terminated, see above.
-    unsafe { CStr::from_ptr(text) }
-        .to_string_lossy()
-        .into_owned()
-}
-
-fn symbol(name: &str, handle: *mut c_void, symbol: &CStr) -> Result<*mut c_void> {
-    // SAFETY: `handle` came from a successful dlopen and is never closed; `symbol` is a
-    // valid C string.
-    let address = unsafe { libc::dlsym(handle, symbol.as_ptr()) };
-    if address.is_null() {
-        return Err(Error::LibraryMissing {
+fn symbol(name: &str, library: Dynlib, symbol: &CStr) -> Result<*mut c_void> {
+    match library.symbol(symbol) {
+        Some(address) => Ok(address.as_ptr()),
+        None => Err(Error::LibraryMissing {
             library: format!("libfabric ({name})"),
             hint: format!(
                 "the library lacks {}: it is not libfabric, or too old (hvd-rdma needs 1.17 \
                  or later); {INSTALL_HINT}",
                 symbol.to_string_lossy()
             ),
-        });
+        }),
     }
-    Ok(address)
 }
 
-fn resolve(name: &str, handle: *mut c_void) -> Result<Library> {
-    let find = |s: &CStr| symbol(name, handle, s);
+fn resolve(name: &str, library: Dynlib) -> Result<Library> {
+    let find = |s: &CStr| symbol(name, library, s);
     // SAFETY: each symbol is libfabric's exported function of that name, whose C
     // signature (fabric.h) the target type repeats; the library stays loaded forever.
     let library = unsafe {
@@ -175,14 +141,14 @@ mod tests {
 
     #[test]
     fn a_library_that_is_not_there_names_itself_and_the_package() {
-        let failure = open("libhvd-no-such-fabric.so.1").map(|_| ());
+        let failure = Dynlib::open("libhvd-no-such-fabric.so.1").map(|_| ());
         let reason = failure.err().unwrap_or_default();
         assert!(reason.contains("libhvd-no-such-fabric.so.1"), "{reason}");
     }
 
     #[test]
     fn a_library_without_the_symbols_is_refused() {
-        let Ok(handle) = open("libc.so.6") else {
+        let Ok(handle) = Dynlib::open("libc.so.6") else {
             panic!("libc.so.6 should load");
         };
         let error = resolve("libc.so.6", handle).map(|_| ()).err();

@@ -1,0 +1,96 @@
+//! Native libraries loaded at run time (`dlopen`), so that a machine without one gets a
+//! clear [`Error`](crate::Error) from the transport that needs it instead of a link
+//! failure, a panic or an abort. What a transport loads stays loaded for the life of the
+//! process: drivers and providers keep threads and global state.
+
+use std::ffi::{CStr, CString, c_void};
+use std::ptr::NonNull;
+
+/// A library loaded with `dlopen`, never closed.
+#[derive(Debug, Clone, Copy)]
+pub struct Dynlib {
+    handle: NonNull<c_void>,
+}
+
+// SAFETY: the handle is only passed to dlsym, which is thread-safe, and is never closed.
+unsafe impl Send for Dynlib {}
+// SAFETY: as above.
+unsafe impl Sync for Dynlib {}
+
+impl Dynlib {
+    /// Loads `name` (a file name searched the loader's way, or a path); the error is the
+    /// loader's own text.
+    pub fn open(name: &str) -> Result<Dynlib, String> {
+        let c_name = CString::new(name).map_err(|_| format!("{name:?} contains a NUL byte"))?;
+        // SAFETY: `c_name` is a valid C string; dlopen has no other preconditions. It runs
+        // the library's constructors, which is what loading it means.
+        let handle = unsafe { libc::dlopen(c_name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        NonNull::new(handle)
+            .map(|handle| Dynlib { handle })
+            .ok_or_else(dl_error)
+    }
+
+    /// Loads the first of `candidates` that loads, returning it with its name; the error
+    /// lists every failure.
+    pub fn open_first(candidates: &[String]) -> Result<(Dynlib, &str), Vec<String>> {
+        let mut failures = Vec::new();
+        for name in candidates {
+            match Dynlib::open(name) {
+                Ok(library) => return Ok((library, name)),
+                Err(reason) => failures.push(reason),
+            }
+        }
+        Err(failures)
+    }
+
+    /// The address of `symbol`, or `None` when the library lacks it.
+    pub fn symbol(&self, symbol: &CStr) -> Option<NonNull<c_void>> {
+        // SAFETY: the handle came from a successful dlopen and is never closed; `symbol`
+        // is a valid C string.
+        NonNull::new(unsafe { libc::dlsym(self.handle.as_ptr(), symbol.as_ptr()) })
+    }
+}
+
+/// The names to load: the value of the override variable `var` when it is set and not
+/// empty, else `defaults` in order.
+pub fn candidates(var: &str, defaults: &[&str]) -> Vec<String> {
+    match std::env::var(var) {
+        Ok(path) if !path.is_empty() => vec![path],
+        _ => defaults.iter().map(|n| n.to_string()).collect(),
+    }
+}
+
+fn dl_error() -> String {
+    // SAFETY: dlerror returns null or a C string valid until the next dl* call on this
+    // thread, and it is copied at once.
+    let text = unsafe { libc::dlerror() };
+    if text.is_null() {
+        return "unknown dlopen error".into();
+    }
+    // SAFETY: non-null and NUL-terminated, see above.
+    unsafe { CStr::from_ptr(text) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_library_is_the_loaders_text_and_every_candidate_is_listed() {
+        let names = vec!["libhvd-none-1.so".to_owned(), "libhvd-none-2.so".to_owned()];
+        let failures = Dynlib::open_first(&names).unwrap_err();
+        assert_eq!(failures.len(), 2);
+        assert!(failures[0].contains("libhvd-none-1.so"), "{failures:?}");
+    }
+
+    #[test]
+    fn symbols_of_a_loaded_library_resolve_and_missing_ones_are_none() {
+        let names = ["libc.so.6".to_owned()];
+        let (libc, name) = Dynlib::open_first(&names).unwrap();
+        assert_eq!(name, "libc.so.6");
+        assert!(libc.symbol(c"strlen").is_some());
+        assert!(libc.symbol(c"hvd_no_such_symbol").is_none());
+    }
+}
