@@ -177,26 +177,27 @@ impl<B: Buffer> InPlace for Returns<B, B> {
     }
 }
 
-impl<B: Buffer> Resized for Returns<B, B> {
-    fn run(
-        self: Box<Self>,
-        shape: &[usize],
-        _received: Vec<usize>,
-        op: &mut dyn FnMut(&dyn AnyBuffer, &mut dyn AnyBuffer) -> Result<()>,
-    ) -> Result<()> {
-        let mut output = self.tensor.zeroed(shape);
-        let result = op(&self.tensor, &mut output);
-        self.slot.complete(result.clone().map(|()| output));
-        result
-    }
+/// What a resized operation hands its caller, made from the new tensor and the rows
+/// received from each rank.
+pub(crate) trait FromOutput<B>: Sized {
+    fn from_output(output: B, received: Vec<usize>) -> Self;
+}
 
-    fn fail(self: Box<Self>, err: Error) {
-        self.slot.complete(Err(err));
+/// Allgather's and reducescatter's result: the new tensor.
+impl<B: Buffer> FromOutput<B> for B {
+    fn from_output(output: B, _received: Vec<usize>) -> Self {
+        output
     }
 }
 
 /// Alltoall's result: the received tensor and the rows from each rank.
-impl<B: Buffer> Resized for Returns<B, (B, Vec<usize>)> {
+impl<B: Buffer> FromOutput<B> for (B, Vec<usize>) {
+    fn from_output(output: B, received: Vec<usize>) -> Self {
+        (output, received)
+    }
+}
+
+impl<B: Buffer, T: FromOutput<B> + Send> Resized for Returns<B, T> {
     fn run(
         self: Box<Self>,
         shape: &[usize],
@@ -205,8 +206,8 @@ impl<B: Buffer> Resized for Returns<B, (B, Vec<usize>)> {
     ) -> Result<()> {
         let mut output = self.tensor.zeroed(shape);
         let result = op(&self.tensor, &mut output);
-        self.slot
-            .complete(result.clone().map(|()| (output, received)));
+        let reply = result.clone().map(|()| T::from_output(output, received));
+        self.slot.complete(reply);
         result
     }
 
