@@ -15,6 +15,7 @@
 use std::fmt;
 
 use hvd_core::OpKind;
+pub(crate) use hvd_core::driver::Abort;
 
 pub(crate) const HEADER_LEN: usize = 24;
 const MAGIC: u32 = u32::from_le_bytes(*b"HvdF");
@@ -146,61 +147,29 @@ impl Header {
     }
 }
 
-/// The payload of an ABORT frame.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Abort {
-    pub culprit: usize,
-    pub reporter: usize,
-    pub cause: String,
+/// A whole ABORT frame: header and payload, the cause cut to fit the bound.
+pub(crate) fn abort_frame(abort: &Abort, op: OpKind, seq: u32) -> Vec<u8> {
+    let payload = abort.encode(MAX_ABORT_LEN - 8);
+    let header = Header {
+        kind: Kind::Abort,
+        op,
+        seq,
+        item: 0,
+        len: payload.len() as u64,
+    };
+    let mut out = header.encode().to_vec();
+    out.extend_from_slice(&payload);
+    out
 }
 
-impl Abort {
-    /// The whole frame: header and payload, the cause cut to fit the bound.
-    pub(crate) fn encode(&self, op: OpKind, seq: u32) -> Vec<u8> {
-        let mut cause = self.cause.as_str();
-        while cause.len() > MAX_ABORT_LEN - 8 {
-            let mut end = MAX_ABORT_LEN - 8;
-            while !cause.is_char_boundary(end) {
-                end -= 1;
-            }
-            cause = &cause[..end];
-        }
-        let header = Header {
-            kind: Kind::Abort,
-            op,
-            seq,
-            item: 0,
-            len: (8 + cause.len()) as u64,
-        };
-        let mut out = header.encode().to_vec();
-        out.extend_from_slice(&(self.culprit as u32).to_le_bytes());
-        out.extend_from_slice(&(self.reporter as u32).to_le_bytes());
-        out.extend_from_slice(cause.as_bytes());
-        out
-    }
-
-    /// Decodes the payload of an ABORT frame.
-    pub(crate) fn decode(payload: &[u8]) -> Result<Abort, Unexpected> {
-        if payload.len() < 8 {
-            return Err(Unexpected::Garbage(format!(
-                "abort frame of {} bytes, too short to name a rank",
-                payload.len()
-            )));
-        }
-        let word = |at: usize| {
-            u32::from_le_bytes([
-                payload[at],
-                payload[at + 1],
-                payload[at + 2],
-                payload[at + 3],
-            ]) as usize
-        };
-        Ok(Abort {
-            culprit: word(0),
-            reporter: word(4),
-            cause: String::from_utf8_lossy(&payload[8..]).into_owned(),
-        })
-    }
+/// Decodes the payload of an ABORT frame.
+pub(crate) fn read_abort(payload: &[u8]) -> Result<Abort, Unexpected> {
+    Abort::decode(payload).ok_or_else(|| {
+        Unexpected::Garbage(format!(
+            "abort frame of {} bytes, too short to name a rank",
+            payload.len()
+        ))
+    })
 }
 
 #[cfg(test)]
@@ -272,7 +241,7 @@ mod tests {
             reporter: 1,
             cause: "connection reset".into(),
         };
-        let frame = abort.encode(OpKind::Allreduce, 9);
+        let frame = abort_frame(&abort, OpKind::Allreduce, 9);
         let mut header = [0u8; HEADER_LEN];
         header.copy_from_slice(&frame[..HEADER_LEN]);
         let h = Header::decode(&header).unwrap();
@@ -280,23 +249,23 @@ mod tests {
             (h.kind, h.len as usize),
             (Kind::Abort, frame.len() - HEADER_LEN)
         );
-        assert_eq!(Abort::decode(&frame[HEADER_LEN..]), Ok(abort));
+        assert_eq!(read_abort(&frame[HEADER_LEN..]), Ok(abort));
 
         let long = Abort {
             culprit: 0,
             reporter: 0,
             cause: "é".repeat(MAX_ABORT_LEN),
         };
-        let frame = long.encode(OpKind::Barrier, 1);
+        let frame = abort_frame(&long, OpKind::Barrier, 1);
         assert!(frame.len() <= HEADER_LEN + MAX_ABORT_LEN);
         assert!(
-            Abort::decode(&frame[HEADER_LEN..])
+            read_abort(&frame[HEADER_LEN..])
                 .unwrap()
                 .cause
                 .starts_with("éé")
         );
         assert_eq!(
-            Abort::decode(&[1, 2]).unwrap_err().to_string(),
+            read_abort(&[1, 2]).unwrap_err().to_string(),
             "abort frame of 2 bytes, too short to name a rank"
         );
     }

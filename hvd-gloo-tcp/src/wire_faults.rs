@@ -11,7 +11,7 @@ use hvd_core::{Collective, MemoryStore, ReduceOp, Reduction, Store, TensorMut};
 
 use hvd_core::OpKind;
 
-use crate::frame::{Abort, Header};
+use crate::frame::{Abort, Header, abort_frame};
 use crate::handshake::{self, Identity};
 use crate::record::Record;
 use crate::{TcpCollective, TcpConfig};
@@ -130,7 +130,7 @@ fn an_abort_frame_names_the_culprit_and_the_reporter() {
         reporter: 1,
         cause: "connection reset".into(),
     };
-    let (first, _, _) = allreduce_against(&abort.encode(OpKind::Allreduce, 1), false);
+    let (first, _, _) = allreduce_against(&abort_frame(&abort, OpKind::Allreduce, 1), false);
     assert_eq!(
         first,
         "rank 0: lost rank 3 during allreduce of tensor 'x': reported by rank 1: connection reset"

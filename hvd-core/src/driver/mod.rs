@@ -5,6 +5,7 @@
 //! - [`Group`]: the state calls on one rank's member of a group share, behind one lock:
 //!   the transport's own state, the call sequence, the count of splits, and the failure
 //!   that ended the group (every later call returns it);
+//! - [`Abort`]: what a failing rank tells the others, in one encoding;
 //! - [`subgroup_prefix`]: the store namespace of a sub-group, fingerprinted by its
 //!   members, and [`check_rank`];
 //! - [`Scheduled`]: a complete [`Collective`](crate::Collective) over a [`Transport`]'s
@@ -13,6 +14,7 @@
 //!   the schedule and poisons the group on the first failure. TCP and libfabric are
 //!   `Scheduled` transports; a new one implements [`Transport`] and [`Engine`] only.
 
+mod abort;
 mod call;
 mod group;
 mod scheduled;
@@ -20,6 +22,7 @@ mod scheduled;
 use std::fmt;
 use std::sync::Arc;
 
+pub use abort::Abort;
 pub use call::Call;
 pub use group::{Calls, Group, check_rank, subgroup_prefix};
 pub use scheduled::Scheduled;
