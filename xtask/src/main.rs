@@ -20,6 +20,7 @@ mod bench_torch;
 mod cluster;
 mod fuzz;
 mod interrupt;
+mod measure;
 mod python;
 mod requirements;
 mod scaling;
