@@ -3,53 +3,30 @@
 use std::sync::Arc;
 
 use hvd_core::driver::{Call, Engine, Joined, Scheduled, Transport};
-use hvd_core::layer::Layer;
 use hvd_core::schedule::{Layout, Schedule};
-use hvd_core::{Collective, Result, Store};
+use hvd_core::{Result, Store};
 
 use crate::config::TcpConfig;
 use crate::io::{EventLoop, Polling};
 use crate::mesh::Joiner;
 use crate::silence;
 
-/// Store namespace of a group made by [`TcpCollective::connect`].
-const ROOT_PREFIX: &str = "tcp";
-
-/// One rank's member of a group connected over TCP. See the [crate docs](crate).
-#[derive(Debug)]
-pub struct TcpCollective(Scheduled<TcpConfig>);
-
-impl TcpCollective {
-    /// Joins the group of `size` ranks as `rank`: listens, publishes this rank's endpoint
-    /// in `store`, and connects to every other rank. Every rank calls it with the same
-    /// `size` and store; it returns once this rank is connected to all the others, or
-    /// fails after `config.start_timeout` naming the ranks that never appeared.
-    pub fn connect(
-        store: Arc<dyn Store>,
-        rank: usize,
-        size: usize,
-        config: TcpConfig,
-    ) -> Result<TcpCollective> {
-        Scheduled::connect(&config, store, ROOT_PREFIX.into(), rank, size).map(TcpCollective)
-    }
-}
-
-impl Layer for TcpCollective {
-    type Inner = Scheduled<TcpConfig>;
-
-    fn inner(&self) -> &Self::Inner {
-        &self.0
-    }
-
-    fn split(this: &Self, members: &[usize]) -> Result<Option<Box<dyn Collective>>> {
-        this.0.split(members)
-    }
-}
+/// One rank's member of a group connected over TCP: hvd-core's scheduled driver over
+/// this crate's event loop. See the [crate docs](crate).
+///
+/// `TcpCollective::connect(store, rank, size, config)` joins the group of `size` ranks
+/// as `rank`: it listens, publishes this rank's endpoint in `store`, and connects to
+/// every other rank. Every rank calls it with the same `size` and store; it returns once
+/// this rank is connected to all the others, or fails after `config.start_timeout`
+/// naming the ranks that never appeared.
+pub type TcpCollective = Scheduled<TcpConfig>;
 
 impl Transport for TcpConfig {
     type Engine = TcpEngine;
 
     const BACKEND: &'static str = "tcp";
+
+    const ROOT_PREFIX: &'static str = "tcp";
 
     fn join(
         &self,

@@ -3,8 +3,7 @@
 use std::sync::Arc;
 
 use hvd_core::driver::{Joined, Scheduled, Transport};
-use hvd_core::layer::Layer;
-use hvd_core::{Collective, Error, Result, Store, Topology};
+use hvd_core::{Error, Result, Store, Topology};
 
 use crate::config::RdmaConfig;
 use crate::endpoint::Endpoint;
@@ -13,53 +12,27 @@ use crate::info::{Provider, choose};
 use crate::library::library;
 use crate::rendezvous::{self, Process, Record};
 
-/// Store namespace of a group made by [`RdmaCollective::connect`].
-const ROOT_PREFIX: &str = "rdma";
-
 /// Ranks are carried in 16 bits of every message tag.
 const MAX_RANKS: usize = 1 << 16;
 
-/// One rank's member of a group connected over libfabric. See the [crate docs](crate).
-#[derive(Debug)]
-pub struct RdmaCollective(Scheduled<RdmaConfig>);
-
-impl RdmaCollective {
-    /// Joins the group of `size` ranks as `rank`: opens an endpoint on the configured (or
-    /// preferred) provider, publishes its address in `store`, and fills an address vector
-    /// with everyone's. Every rank calls it with the same `size`, store and provider; it
-    /// fails after `config.start_timeout` naming the ranks that never appeared, and with
-    /// [`Error::LibraryMissing`] where libfabric is not installed.
-    pub fn connect(
-        store: Arc<dyn Store>,
-        rank: usize,
-        size: usize,
-        config: RdmaConfig,
-    ) -> Result<RdmaCollective> {
-        Scheduled::connect(&config, store, ROOT_PREFIX.into(), rank, size).map(RdmaCollective)
-    }
-
-    /// The provider this group runs on.
-    pub fn provider(&self) -> &str {
-        self.0.settings().provider.as_deref().unwrap_or_default()
-    }
-}
-
-impl Layer for RdmaCollective {
-    type Inner = Scheduled<RdmaConfig>;
-
-    fn inner(&self) -> &Self::Inner {
-        &self.0
-    }
-
-    fn split(this: &Self, members: &[usize]) -> Result<Option<Box<dyn Collective>>> {
-        this.0.split(members)
-    }
-}
+/// One rank's member of a group connected over libfabric: hvd-core's scheduled driver
+/// over this crate's engine. See the [crate docs](crate).
+///
+/// `RdmaCollective::connect(store, rank, size, config)` joins the group of `size` ranks
+/// as `rank`: it opens an endpoint on the configured (or preferred) provider, publishes
+/// its address in `store`, and fills an address vector with everyone's. Every rank
+/// calls it with the same `size`, store and provider; it fails after
+/// `config.start_timeout` naming the ranks that never appeared, and with
+/// [`Error::LibraryMissing`] where libfabric is not installed. The provider it settled
+/// on is `group.settings().provider`.
+pub type RdmaCollective = Scheduled<RdmaConfig>;
 
 impl Transport for RdmaConfig {
     type Engine = Engine;
 
     const BACKEND: &'static str = "rdma";
+
+    const ROOT_PREFIX: &'static str = "rdma";
 
     /// Settles the provider (sub-groups use the same one) and caps the message sizes at
     /// what its endpoint carries.

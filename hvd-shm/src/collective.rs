@@ -3,7 +3,7 @@
 use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
-use hvd_core::driver::{Calls, Group, check_rank, subgroup_prefix};
+use hvd_core::driver::{Calls, Group, check_rank};
 use hvd_core::schedule::blocks;
 use hvd_core::{
     Collective, Device, Error, OpKind, Reduction, Result, Store, Tensor, TensorMut, Topology,
@@ -267,20 +267,11 @@ impl Collective for ShmCollective {
     }
 
     fn split(&self, members: &[usize]) -> Result<Option<Box<dyn Collective>>> {
-        let rank = self.rank();
-        validate::members(rank, self.size(), members)?;
-        let index = self.group.next_split()?;
-        let Some(sub_rank) = members.iter().position(|m| *m == rank) else {
+        let Some(sub) = self.group.split(&self.prefix, self.size(), members)? else {
             return Ok(None);
         };
-        let prefix = subgroup_prefix(&self.prefix, index, members);
-        let sub = Self::join(
-            self.store.clone(),
-            prefix,
-            sub_rank,
-            members.len(),
-            self.config.clone(),
-        )?;
-        Ok(Some(Box::new(sub)))
+        let (store, config) = (self.store.clone(), self.config.clone());
+        let group = Self::join(store, sub.prefix, sub.rank, members.len(), config)?;
+        Ok(Some(Box::new(group)))
     }
 }

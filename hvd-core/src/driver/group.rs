@@ -2,13 +2,22 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use crate::{Error, Result};
+use crate::{Error, Result, validate};
 
 /// The state of one rank's member of a group, behind one lock: one call runs at a time.
 #[derive(Debug)]
 pub struct Group<S> {
     rank: usize,
     calls: Mutex<Calls<S>>,
+}
+
+/// This rank's place in a sub-group about to be joined: see [`Group::split`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subgroup {
+    /// This rank's rank in the sub-group.
+    pub rank: usize,
+    /// The sub-group's store namespace.
+    pub prefix: String,
 }
 
 /// What [`Group::lock`] hands one call.
@@ -52,10 +61,26 @@ impl<S> Group<S> {
 
     /// Counts a split of the group and returns its number, which names the sub-group's
     /// namespace. Every rank counts every split, member or not, so the numbers agree.
-    pub fn next_split(&self) -> Result<u64> {
+    fn next_split(&self) -> Result<u64> {
         let mut calls = self.lock()?;
         calls.splits += 1;
         Ok(calls.splits)
+    }
+
+    /// The start of [`Collective::split`](crate::Collective::split) on the group at
+    /// `prefix` of `size` ranks: checks the members, counts the split, and says which
+    /// rank this one is in the sub-group and where the sub-group's keys live; `None`
+    /// when this rank is not a member.
+    pub fn split(&self, prefix: &str, size: usize, members: &[usize]) -> Result<Option<Subgroup>> {
+        validate::members(self.rank, size, members)?;
+        let index = self.next_split()?;
+        Ok(members
+            .iter()
+            .position(|m| *m == self.rank)
+            .map(|rank| Subgroup {
+                rank,
+                prefix: subgroup_prefix(prefix, index, members),
+            }))
     }
 }
 

@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 pub use abort::Abort;
 pub use call::Call;
-pub use group::{Calls, Group, check_rank, subgroup_prefix};
+pub use group::{Calls, Group, Subgroup, check_rank, subgroup_prefix};
 pub use scheduled::Scheduled;
 
 use crate::schedule::{Layout, Schedule};
@@ -53,6 +53,10 @@ pub trait Transport: Clone + fmt::Debug + Send + Sync + 'static {
 
     /// Short lower-case name (`"tcp"`), as [`Collective::backend`](crate::Collective::backend).
     const BACKEND: &'static str;
+
+    /// The store namespace of a group made by [`Scheduled::connect`]; its sub-groups
+    /// live below it.
+    const ROOT_PREFIX: &'static str;
 
     /// Connects `rank` of `size` to the group whose keys live under `prefix` in `store`.
     /// Every rank calls it with the same `size` and `prefix`; it fails after the

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::{Call, Engine, Group, Transport, check_rank, subgroup_prefix};
+use super::{Call, Engine, Group, Transport, check_rank};
 use crate::schedule::{Layout, Ring, Schedule, barrier, blocks, broadcast, exchange, recursive};
 use crate::{
     Collective, Device, Error, OpKind, ReduceOp, Reduction, Result, Store, Tensor, TensorMut,
@@ -33,9 +33,15 @@ impl<T: Transport> std::fmt::Debug for Scheduled<T> {
 }
 
 impl<T: Transport> Scheduled<T> {
-    /// Joins the group of `size` ranks under `prefix` in `store` as `rank`, with
-    /// `settings`: see [`Transport::join`].
-    pub fn connect(
+    /// Joins the group of `size` ranks as `rank`, meeting the others through `store`,
+    /// with `settings`: see [`Transport::join`]. Every rank calls it with the same `size`
+    /// and store; it fails after the transport's start timeout naming the ranks that
+    /// never appeared.
+    pub fn connect(store: Arc<dyn Store>, rank: usize, size: usize, settings: T) -> Result<Self> {
+        Self::join(&settings, store, T::ROOT_PREFIX.into(), rank, size)
+    }
+
+    fn join(
         settings: &T,
         store: Arc<dyn Store>,
         prefix: String,
@@ -288,20 +294,11 @@ impl<T: Transport> Collective for Scheduled<T> {
     }
 
     fn split(&self, members: &[usize]) -> Result<Option<Box<dyn Collective>>> {
-        let rank = self.rank();
-        validate::members(rank, self.size(), members)?;
-        let index = self.group.next_split()?;
-        let Some(sub_rank) = members.iter().position(|m| *m == rank) else {
+        let Some(sub) = self.group.split(&self.prefix, self.size(), members)? else {
             return Ok(None);
         };
-        let prefix = subgroup_prefix(&self.prefix, index, members);
-        let sub = Self::connect(
-            &self.settings,
-            self.store.clone(),
-            prefix,
-            sub_rank,
-            members.len(),
-        )?;
-        Ok(Some(Box::new(sub)))
+        let store = self.store.clone();
+        let group = Self::join(&self.settings, store, sub.prefix, sub.rank, members.len())?;
+        Ok(Some(Box::new(group)))
     }
 }
