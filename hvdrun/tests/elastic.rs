@@ -205,3 +205,73 @@ fn elastic_workers_need_hvdrun() {
         "{stderr}"
     );
 }
+
+const HVDRUN: &str = env!("CARGO_BIN_EXE_hvdrun");
+
+fn hvdrun(args: &[&str], out: &Path) -> std::process::Output {
+    let worker = std::env::current_exe().unwrap();
+    Command::new(HVDRUN)
+        .args(args)
+        .args(["-x", &format!("ELASTIC_OUT={}", out.display())])
+        .arg(worker)
+        .args([
+            "elastic_worker",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn hvdrun_elastic_runs_the_job_and_says_what_each_round_is() {
+    let out = tempfile::tempdir().unwrap();
+    let args = [
+        "--elastic",
+        "-H",
+        "localhost:2,127.0.0.1:1",
+        "--min-np",
+        "2",
+    ];
+    let run = hvdrun(&args, out.path());
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("hvdrun: round 1: 3 ranks on 2 host(s): localhost, 127.0.0.1\n"),
+        "{stderr}"
+    );
+    regression::check_final(out.path());
+    // Each worker's lines are tagged with its host and slot.
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(stdout.contains("[127.0.0.1:0]<stdout>: "), "{stdout}");
+}
+
+#[test]
+fn hvdrun_refuses_elastic_mpi_and_a_backwards_cooldown_range() {
+    let out = tempfile::tempdir().unwrap();
+    let mpi = hvdrun(
+        &["--elastic", "-np", "2", "-x", "HVD_BACKEND=mpi"],
+        out.path(),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&mpi.stderr),
+        "hvdrun: an elastic job cannot run over MPI, whose world is fixed when the job starts: use the default transport (unset HVD_BACKEND), which hvdrun's rounds can rebuild\n"
+    );
+    let range = [
+        "--elastic",
+        "-np",
+        "2",
+        "--blacklist-cooldown-range",
+        "9",
+        "3",
+    ];
+    let backwards = hvdrun(&range, out.path());
+    assert_eq!(
+        String::from_utf8_lossy(&backwards.stderr),
+        "hvdrun: --blacklist-cooldown-range 9 3: MIN must not exceed MAX\n"
+    );
+    assert_eq!(backwards.status.code(), Some(1));
+}
