@@ -94,7 +94,13 @@ mod tests {
     #[test]
     fn restore_sets_the_variables_back_to_the_last_commit() -> candle_core::Result<()> {
         let varmap = VarMap::new();
-        let w = varmap.get((2,), "w", candle_nn::Init::Const(1.0), DType::F32, &Device::Cpu)?;
+        let w = varmap.get(
+            (2,),
+            "w",
+            candle_nn::Init::Const(1.0),
+            DType::F32,
+            &Device::Cpu,
+        )?;
         let mut state = CandleState::new(&varmap)?;
         state.extra.set_u64("step", 4);
         state.save().map_err(candle_core::Error::wrap)?;
