@@ -89,6 +89,13 @@ fn killed_at(out: &Path) -> u128 {
         .expect("a worker killed itself")
 }
 
+/// Reports a measured time on the test's stderr, past libtest's capture of `println!`:
+/// shown when the test fails, and with `--no-capture`.
+fn measured(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "MEASURED {line}");
+}
+
 fn now_ms() -> u128 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -160,6 +167,9 @@ fn a_killed_host_shrinks_the_job_which_goes_on_from_its_last_commit() {
     regression::check_final(out.path());
     assert_eq!(round_size(out.path(), 2), Some(6), "{stderr}");
     let recovered = round_starts(out.path(), 2).into_iter().max().unwrap() - killed_at(out.path());
+    measured(&format!(
+        "killed host: round 2 trained {recovered} ms after the kill"
+    ));
     assert!(
         recovered < 3500,
         "first step of round 2 {recovered} ms after the kill"
@@ -229,6 +239,9 @@ fn a_cut_link_is_recovered_from_and_its_host_never_returns() {
     let status = child.wait().unwrap();
     assert_no_worker_left(&cluster);
     assert!(status.success(), "{stderr}");
+    measured(&format!(
+        "cut link: round 2 trained {recovered} ms after the cut"
+    ));
     assert!(
         recovered < 7000,
         "round 2 began {recovered} ms after the cut"
@@ -290,6 +303,9 @@ fn a_discovered_host_joins_at_the_next_commit_and_nothing_is_rolled_back() {
     assert_eq!(round_size(out.path(), 2), Some(8), "{stderr}");
     let grew = round_starts(out.path(), 2).into_iter().max().unwrap() - added_at;
     // A discovery interval, a commit (4 steps of 40 ms) and 3 s.
+    measured(&format!(
+        "added host: round 2 of 8 trained {grew} ms after it was listed"
+    ));
     assert!(
         grew < 1000 + 160 + 3000,
         "grew {grew} ms after the host was listed"
@@ -430,6 +446,9 @@ fn too_few_slots_fail_after_the_elastic_timeout_naming_every_host() {
     let stderr = finish(&cluster, &run);
     assert_eq!(run.status.code(), Some(1), "{stderr}");
     let waited = failed_at - killed_at(out.path());
+    measured(&format!(
+        "too few slots: failed {waited} ms after the kill (timeout 4 s)"
+    ));
     assert!(
         (3000..7000).contains(&waited),
         "failed {waited} ms after the kill"
@@ -558,6 +577,9 @@ fn a_second_host_lost_during_recovery_takes_a_third_round_and_the_job_completes(
     regression::check_final(out.path());
     assert_eq!(round_size(out.path(), 3), Some(4), "{stderr}");
     let recovered = round_starts(out.path(), 3).into_iter().max().unwrap() - killed_at(out.path());
+    measured(&format!(
+        "two failures: round 3 trained {recovered} ms after the first kill"
+    ));
     assert!(
         recovered < 8000,
         "round 3 began {recovered} ms after the first kill"
