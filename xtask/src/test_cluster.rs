@@ -343,7 +343,14 @@ fn cluster_tests(root: &Path, features: &[String], options: &Options) -> Cluster
             .cloned()
             .collect();
         command = test_command(root, &own);
-        command.args(["-p", "hvdrun", "--test", "cluster", "--test", "elastic_cluster"]);
+        command.args([
+            "-p",
+            "hvdrun",
+            "--test",
+            "cluster",
+            "--test",
+            "elastic_cluster",
+        ]);
         command.args(["--", "--ignored", "--skip", "_rank", "--test-threads=1"]);
         if let Some(filter) = &options.filter {
             command.arg(filter);
