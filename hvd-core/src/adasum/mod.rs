@@ -22,9 +22,9 @@ pub mod pairwise;
 
 use std::ops::Range;
 
-use crate::{Collective, DType, Error, ReduceOp, Reduction, Result, Tensor, TensorMut};
+use crate::{Collective, DType, Device, Error, ReduceOp, Reduction, Result, Tensor, TensorMut};
 
-pub use pairwise::{Dots, pair};
+pub use pairwise::{Dots, Floating, pair};
 
 /// Replaces every tensor of the batch with the Adasum of the ranks' tensors, in place.
 /// Each tensor is combined on its own (its own dot products); every rank calls it with
@@ -32,36 +32,16 @@ pub use pairwise::{Dots, pair};
 /// group's size a power of two.
 pub fn allreduce(group: &dyn Collective, tensors: &mut [TensorMut<'_>]) -> Result<()> {
     let (rank, size) = (group.topology().rank(), group.topology().size());
-    let name = crate::batch_name(tensors);
     for t in tensors.iter() {
-        if !pairwise::supports(t.dtype()) {
-            return Err(pairwise::unsupported(rank, t.name(), t.dtype()));
-        }
-        if t.host().is_none() {
-            return Err(Error::invalid(
-                rank,
-                "adasum",
-                t.name(),
-                format!(
-                    "Adasum runs on host memory; this tensor is on {}",
-                    t.device()
-                ),
-            ));
-        }
+        check(rank, t.name(), t.dtype(), t.device(), size)?;
     }
-    if !size.is_power_of_two() {
-        return Err(Error::invalid(
-            rank,
-            "adasum",
-            name,
-            format!("Adasum needs a power-of-two number of ranks; this group has {size}"),
-        ));
-    }
+    let name = crate::batch_name(tensors);
     let mut run = Recursion {
         group,
         rank,
         name,
-        tensors: tensors.iter_mut().map(Part::new).collect(),
+        // Every tensor passed the checks above.
+        tensors: tensors.iter_mut().filter_map(Part::new).collect(),
     };
     let mut levels = Vec::new();
     let mut distance = 1;
@@ -76,27 +56,53 @@ pub fn allreduce(group: &dyn Collective, tensors: &mut [TensorMut<'_>]) -> Resul
     Ok(())
 }
 
+/// Checks that Adasum can combine a tensor of `dtype` in `device` memory over a group of
+/// `size` ranks; the error names the tensor and what is wrong.
+pub fn check(rank: usize, tensor: &str, dtype: DType, device: Device, size: usize) -> Result<()> {
+    let invalid = |reason: String| Err(Error::invalid(rank, "adasum", tensor, reason));
+    if Floating::new(dtype).is_none() {
+        return invalid(format!(
+            "Adasum combines floating-point tensors (f16, bf16, f32, f64), not {dtype}"
+        ));
+    }
+    if device != Device::Cpu {
+        return invalid(format!(
+            "Adasum runs on host memory; this tensor is on {device}"
+        ));
+    }
+    if !size.is_power_of_two() {
+        return invalid(format!(
+            "Adasum needs a power-of-two number of ranks; this group has {size}"
+        ));
+    }
+    Ok(())
+}
+
 /// One tensor as the recursion sees it: its bytes and the segment this rank works on.
 struct Part<'t> {
-    dtype: DType,
+    kind: Floating,
     bytes: &'t mut [u8],
     /// Elements of the tensor this rank holds the combination of, so far.
     segment: Range<usize>,
 }
 
 impl<'t> Part<'t> {
-    /// A tensor in host memory (the caller checked); device memory would be empty.
-    fn new(tensor: &'t mut TensorMut<'_>) -> Part<'t> {
-        let (dtype, len) = (tensor.dtype(), tensor.len());
-        Part {
-            dtype,
-            bytes: tensor.host_mut().unwrap_or_default(),
+    /// `tensor`, if it is one Adasum combines: floating-point, in host memory.
+    fn new(tensor: &'t mut TensorMut<'_>) -> Option<Part<'t>> {
+        let (kind, len) = (Floating::new(tensor.dtype())?, tensor.len());
+        Some(Part {
+            kind,
+            bytes: tensor.host_mut()?,
             segment: 0..len,
-        }
+        })
+    }
+
+    fn width(&self) -> usize {
+        self.kind.dtype().size()
     }
 
     fn byte_range(&self, elements: &Range<usize>) -> Range<usize> {
-        let width = self.dtype.size();
+        let width = self.width();
         elements.start * width..elements.end * width
     }
 
@@ -155,7 +161,7 @@ impl Recursion<'_, '_> {
             .tensors
             .iter()
             .zip(&kept)
-            .map(|(t, k)| k.len() * t.dtype.size())
+            .map(|(t, k)| k.len() * t.width())
             .collect();
         let mut received = vec![0u8; widths.iter().sum()];
         self.exchange(peer, &send, &mut received)?;
@@ -176,8 +182,7 @@ impl Recursion<'_, '_> {
             } else {
                 (theirs, mine)
             };
-            let dots = pairwise::dots(t.dtype, a, b)
-                .map_err(|dtype| pairwise::unsupported(self.rank, &self.name, dtype))?;
+            let dots = pairwise::dots(t.kind, a, b);
             let slot = (block * n + i) * 3;
             sums[slot..slot + 3].copy_from_slice(&[dots.ab, dots.aa, dots.bb]);
         }
@@ -200,8 +205,7 @@ impl Recursion<'_, '_> {
             let range = t.byte_range(&keep);
             let theirs = &received[at..at + widths[i]];
             at += widths[i];
-            pairwise::combine_into(t.dtype, &mut t.bytes[range], own, theirs, other)
-                .map_err(|dtype| pairwise::unsupported(self.rank, &self.name, dtype))?;
+            pairwise::combine_into(t.kind, &mut t.bytes[range], own, theirs, other);
             t.segment = keep;
         }
         Ok(before)
@@ -223,7 +227,7 @@ impl Recursion<'_, '_> {
             .tensors
             .iter()
             .zip(&missing)
-            .map(|(t, m)| m.len() * t.dtype.size())
+            .map(|(t, m)| m.len() * t.width())
             .collect();
         let mut received = vec![0u8; widths.iter().sum()];
         self.exchange(peer, &send, &mut received)?;

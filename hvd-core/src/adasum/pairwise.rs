@@ -14,7 +14,7 @@
 
 use half::{bf16, f16};
 
-use crate::{DType, Error, Result};
+use crate::DType;
 
 /// The dot product and squared norms of two vectors, or of the parts of them one rank
 /// holds (partial sums add up to the whole).
@@ -80,19 +80,20 @@ macro_rules! half_real {
 }
 half_real!(f16, bf16);
 
-/// Whether Adasum combines tensors of `dtype`.
-pub fn supports(dtype: DType) -> bool {
-    matches!(dtype, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
-}
+/// A dtype Adasum combines: f16, bf16, f32 or f64.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Floating(DType);
 
-/// The error for a tensor Adasum cannot combine.
-pub(crate) fn unsupported(rank: usize, tensor: &str, dtype: DType) -> Error {
-    Error::invalid(
-        rank,
-        "adasum",
-        tensor,
-        format!("Adasum combines floating-point tensors (f16, bf16, f32, f64), not {dtype}"),
-    )
+impl Floating {
+    /// `dtype`, if Adasum combines it.
+    pub fn new(dtype: DType) -> Option<Floating> {
+        matches!(dtype, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
+            .then_some(Floating(dtype))
+    }
+
+    pub fn dtype(self) -> DType {
+        self.0
+    }
 }
 
 fn elements<T: Real>(bytes: &[u8]) -> impl Iterator<Item = T> + '_ {
@@ -126,33 +127,33 @@ fn combine_typed<T: Real>(own: &mut [u8], own_coefficient: f64, other: &[u8], co
 }
 
 macro_rules! by_dtype {
-    ($dtype:expr, $f:ident, $($args:expr),*) => {
-        match $dtype {
-            DType::F16 => Ok($f::<f16>($($args),*)),
-            DType::BF16 => Ok($f::<bf16>($($args),*)),
-            DType::F32 => Ok($f::<f32>($($args),*)),
-            DType::F64 => Ok($f::<f64>($($args),*)),
-            other => Err(other),
+    ($kind:expr, $f:ident, $($args:expr),*) => {
+        match $kind.0 {
+            DType::F16 => $f::<f16>($($args),*),
+            DType::BF16 => $f::<bf16>($($args),*),
+            DType::F32 => $f::<f32>($($args),*),
+            // `Floating` holds nothing else.
+            _ => $f::<f64>($($args),*),
         }
     };
 }
 
-/// The dot product and squared norms of the vectors of `dtype` in `a` and `b` (bytes of
-/// equal length); `Err(dtype)` for a dtype Adasum does not combine.
-pub fn dots(dtype: DType, a: &[u8], b: &[u8]) -> Result<Dots, DType> {
-    by_dtype!(dtype, dots_typed, a, b)
+/// The dot product and squared norms of the vectors in `a` and `b` (bytes of equal
+/// length).
+pub fn dots(kind: Floating, a: &[u8], b: &[u8]) -> Dots {
+    by_dtype!(kind, dots_typed, a, b)
 }
 
 /// `own = own_coefficient * own + coefficient * other`, element by element.
 pub fn combine_into(
-    dtype: DType,
+    kind: Floating,
     own: &mut [u8],
     own_coefficient: f64,
     other: &[u8],
     coefficient: f64,
-) -> Result<(), DType> {
+) {
     by_dtype!(
-        dtype,
+        kind,
         combine_typed,
         own,
         own_coefficient,
@@ -161,11 +162,11 @@ pub fn combine_into(
     )
 }
 
-/// `a = adasum(a, b)` for two whole vectors of `dtype` on one rank: the reference the
-/// distributed algorithm agrees with.
-pub fn pair(dtype: DType, a: &mut [u8], b: &[u8]) -> Result<(), DType> {
-    let (ca, cb) = dots(dtype, a, b)?.coefficients();
-    combine_into(dtype, a, ca, b, cb)
+/// `a = adasum(a, b)` for two whole vectors on one rank: the reference the distributed
+/// algorithm agrees with.
+pub fn pair(kind: Floating, a: &mut [u8], b: &[u8]) {
+    let (ca, cb) = dots(kind, a, b).coefficients();
+    combine_into(kind, a, ca, b, cb);
 }
 
 #[cfg(test)]
@@ -175,11 +176,10 @@ mod tests {
     fn adasum_f64(a: &[f64], b: &[f64]) -> Vec<f64> {
         let mut out = a.to_vec();
         pair(
-            DType::F64,
+            Floating::new(DType::F64).unwrap(),
             bytemuck::cast_slice_mut(&mut out),
             bytemuck::cast_slice(b),
-        )
-        .unwrap();
+        );
         out
     }
 
@@ -231,20 +231,19 @@ mod tests {
         let b: Vec<f16> = [0.0f32, 1.0].map(f16::from_f32).to_vec();
         let mut out = a.clone();
         pair(
-            DType::F16,
+            Floating::new(DType::F16).unwrap(),
             bytemuck::cast_slice_mut(&mut out),
             bytemuck::cast_slice(&b),
-        )
-        .unwrap();
+        );
         assert_eq!(out, [f16::ONE, f16::ONE]);
     }
 
     #[test]
-    fn integers_are_refused() {
-        let mut a = [1i32, 2];
+    fn only_floats_are_combined() {
+        let floats = DType::ALL.into_iter().filter_map(Floating::new);
         assert_eq!(
-            pair(DType::I32, bytemuck::cast_slice_mut(&mut a), &[0u8; 8]),
-            Err(DType::I32)
+            floats.map(Floating::dtype).collect::<Vec<_>>(),
+            [DType::F16, DType::BF16, DType::F32, DType::F64]
         );
     }
 }
