@@ -228,6 +228,30 @@ impl ProcessSet {
         self.allreduce_async(name, tensor, op)?.wait()
     }
 
+    /// Starts an allreduce that combines the ranks' tensors with Adasum
+    /// ([`hvd_core::adasum`]): Horovod's scale-invariant combination of gradients,
+    /// pairwise and recursive over the ranks, each tensor on its own. Floating-point host
+    /// tensors only, over a power-of-two number of ranks.
+    pub fn adasum_async<B: Buffer>(&self, name: &str, tensor: B) -> Result<Handle<B>> {
+        let size = self.engine("adasum", name)?.topology.size();
+        hvd_core::adasum::check(
+            self.global_rank,
+            name,
+            tensor.dtype(),
+            tensor.device(),
+            size,
+        )?;
+        self.submit_tensor(name, "adasum", tensor, |tensor, slot| Work::InPlace {
+            op: InPlaceOp::Adasum,
+            tensor: Returns::new(tensor, slot),
+        })
+    }
+
+    /// Combines `tensor` over the ranks with Adasum and returns the result.
+    pub fn adasum<B: Buffer>(&self, name: &str, tensor: B) -> Result<B> {
+        self.adasum_async(name, tensor)?.wait()
+    }
+
     /// Allreduces several tensors, submitting all before waiting so they can be fused.
     pub fn grouped_allreduce<B: Buffer>(
         &self,
@@ -337,7 +361,17 @@ impl ProcessSet {
         tensor: B,
         op: ReduceOp,
     ) -> Result<Handle<B>> {
-        let reduction = Reduction::new(op);
+        self.reducescatter_with_async(name, tensor, Reduction::new(op))
+    }
+
+    /// Starts a reducescatter with scale factors: `prescale` multiplies each rank's
+    /// tensor, `postscale` this rank's share of the result.
+    pub fn reducescatter_with_async<B: Buffer>(
+        &self,
+        name: &str,
+        tensor: B,
+        reduction: Reduction,
+    ) -> Result<Handle<B>> {
         validate::reduction_dtype(
             self.global_rank,
             "reducescatter",

@@ -8,8 +8,10 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-use hvd_core::{Collective, Error, Result};
+use hvd_core::{Collective, Error, PrefixStore, Result};
 
 use crate::World;
 use crate::witness::LossWitness;
@@ -145,9 +147,31 @@ pub fn world(backend: Backend) -> Result<World> {
     }
 }
 
+/// How many times this process has connected: each connection after the first (a job
+/// started again after `Hvd::shutdown`, as `hvd.init()` after `hvd.shutdown()` in Python)
+/// rendezvouses under fresh store keys, so it never meets the addresses of the last one.
+/// Every rank of a job connects the same number of times, as Horovod requires.
+static ROUNDS: AtomicUsize = AtomicUsize::new(0);
+
+/// `world` for this process's next connection: round 0 uses the store as it is, round
+/// `n` its keys under `round{n}/`.
+fn next_round(world: &World) -> World {
+    let round = ROUNDS.fetch_add(1, Ordering::Relaxed);
+    if round == 0 {
+        return world.clone();
+    }
+    World {
+        store: Arc::new(PrefixStore::new(
+            world.store.clone(),
+            format!("round{round}/"),
+        )),
+        ..world.clone()
+    }
+}
+
 /// Connects this rank of `world` through `backend`, and checks in with the launcher.
 pub fn connect(backend: Backend, world: &World) -> Result<Box<dyn Collective>> {
-    let collective = connect_transport(backend, world)?;
+    let collective = connect_transport(backend, &next_round(world))?;
     // Every program that connects this way shows in its launcher's progress, and is not
     // taken for a rank that never started.
     world.check_in();
@@ -177,7 +201,7 @@ fn hierarchical_over<C: Collective + 'static>(
         let host = topology.hosts()[topology.rank()];
         let store = hvd_core::PrefixStore::new(world.store.clone(), format!("hier/host{host}/"));
         let local = hvd_shm::ShmCollective::connect(
-            std::sync::Arc::new(store),
+            Arc::new(store),
             topology.local_rank(),
             topology.local_size(),
             hvd_shm::ShmConfig::from_env()?,
