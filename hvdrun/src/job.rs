@@ -262,16 +262,24 @@ impl Job {
         let host = &launch.hosts[placement.host];
         let remote = !host.is_this_machine();
         let mut env = self.env.clone();
-        env.extend([
-            ("HVD_RANK".to_string(), rank.to_string()),
-            ("HVD_SIZE".into(), self.np.to_string()),
-            ("HVD_LOCAL_RANK".into(), placement.local_rank.to_string()),
-            ("HVD_LOCAL_SIZE".into(), placement.local_size.to_string()),
-            ("HVD_CROSS_RANK".into(), placement.host.to_string()),
-            ("HVD_CROSS_SIZE".into(), launch.cross_size.to_string()),
-            ("HVD_HOSTNAME".into(), host.name.clone()),
-            (STORE_ADDR_VAR.into(), launch.store_addr.clone()),
-        ]);
+        let place = [
+            ("RANK", rank.to_string()),
+            ("SIZE", self.np.to_string()),
+            ("LOCAL_RANK", placement.local_rank.to_string()),
+            ("LOCAL_SIZE", placement.local_size.to_string()),
+            ("CROSS_RANK", placement.host.to_string()),
+            ("CROSS_SIZE", launch.cross_size.to_string()),
+            ("HOSTNAME", host.name.clone()),
+        ];
+        // Under hvd's names and Horovod's, which programs written for Horovod read.
+        for prefix in ["HVD", "HOROVOD"] {
+            env.extend(
+                place
+                    .iter()
+                    .map(|(name, value)| (format!("{prefix}_{name}"), value.clone())),
+            );
+        }
+        env.push((STORE_ADDR_VAR.into(), launch.store_addr.clone()));
         if let Some(interface) = &self.interface {
             env.push(("HVD_IFACE".into(), interface.clone()));
         }
