@@ -6,7 +6,11 @@
 //! everything else depends on:
 //!
 //! - [`Collective`]: the trait a transport implements (TCP, MPI, NCCL, RDMA, or yours),
-//!   and that middleware (Tensor Fusion, the Timeline) implements by wrapping another one;
+//!   and that middleware (Tensor Fusion, the Timeline) implements by wrapping another one
+//!   as a [`Layer`](layer::Layer), which sees every call as one [`Operation`];
+//! - [`driver`]: what transports that run [`schedule`]s share (the group behind one lock,
+//!   the call sequence, poisoning by the first failure, sub-group names), so that such a
+//!   transport brings only its event loop;
 //! - the vocabulary: [`DType`], [`ReduceOp`] and [`Reduction`], [`Device`], tensor views
 //!   ([`Tensor`], [`TensorMut`]), [`Topology`];
 //! - [`kernels`]: the reduction kernels, the single definition of reduction semantics;
@@ -65,13 +69,16 @@ pub mod compression;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod device;
+pub mod driver;
 pub mod dtype;
 pub mod dynlib;
 pub mod env;
 pub mod error;
 pub mod kernels;
+pub mod layer;
 pub mod net;
 pub mod op;
+pub mod operation;
 pub mod reference;
 pub mod rng;
 pub mod schedule;
@@ -90,6 +97,7 @@ pub use device::Device;
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use op::{ReduceOp, Reduction};
+pub use operation::{OpKind, Operation};
 pub use store::{FileStore, MemoryStore, PrefixStore, Store};
 pub use tensor::{DeviceBuffer, Memory, MemoryMut, Tensor, TensorMut, batch_name};
 pub use topology::Topology;

@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use hvd_core::{Collective, Device, Error, Reduction, Result, Tensor, TensorMut, Topology};
+use hvd_core::layer::Layer;
+use hvd_core::{Collective, Device, Error, Operation, Result};
 
 /// A collective over several transports of one group of ranks, each call going to the
 /// first that [`supports`](Collective::supports) its tensors' device.
@@ -72,84 +73,34 @@ impl Router {
             ),
         })
     }
-
-    fn route_batch(&self, op: &str, tensors: &[TensorMut<'_>]) -> Result<&dyn Collective> {
-        match tensors.first() {
-            Some(first) => self.route(first.device(), op, first.name()),
-            None => Ok(self.host().as_ref()),
-        }
-    }
 }
 
-impl Collective for Router {
-    fn topology(&self) -> &Topology {
-        self.host().topology()
+impl Layer for Router {
+    type Inner = dyn Collective;
+
+    /// The host transport: negotiation, barriers and the topology run on it.
+    fn inner(&self) -> &(dyn Collective + 'static) {
+        self.host().as_ref()
     }
 
-    fn backend(&self) -> &'static str {
-        self.host().backend()
+    fn call(&self, op: Operation<'_, '_>) -> Result<()> {
+        match op.first_tensor() {
+            Some((device, tensor)) => {
+                let transport = self.route(device, op.kind().name(), tensor)?;
+                op.run(transport)
+            }
+            None => op.run(self.inner()),
+        }
     }
 
-    fn supports(&self, device: Device) -> bool {
-        self.transports.iter().any(|t| t.supports(device))
-    }
-
-    /// The host transport's answer: Fusion packs host tensors only, and device tensors
-    /// pass it unpacked whatever the answer.
-    fn fuses_batches(&self) -> bool {
-        self.host().fuses_batches()
-    }
-
-    fn allreduce(&self, tensors: &mut [TensorMut<'_>], reduction: Reduction) -> Result<()> {
-        self.route_batch("allreduce", tensors)?
-            .allreduce(tensors, reduction)
-    }
-
-    fn broadcast(&self, tensors: &mut [TensorMut<'_>], root: usize) -> Result<()> {
-        self.route_batch("broadcast", tensors)?
-            .broadcast(tensors, root)
-    }
-
-    fn allgather(
-        &self,
-        input: &Tensor<'_>,
-        output: &mut TensorMut<'_>,
-        counts: &[usize],
-    ) -> Result<()> {
-        self.route(input.device(), "allgather", input.name())?
-            .allgather(input, output, counts)
-    }
-
-    fn alltoall(
-        &self,
-        input: &Tensor<'_>,
-        send_counts: &[usize],
-        output: &mut TensorMut<'_>,
-        recv_counts: &[usize],
-    ) -> Result<()> {
-        self.route(input.device(), "alltoall", input.name())?
-            .alltoall(input, send_counts, output, recv_counts)
-    }
-
-    fn reducescatter(
-        &self,
-        input: &Tensor<'_>,
-        output: &mut TensorMut<'_>,
-        counts: &[usize],
-        reduction: Reduction,
-    ) -> Result<()> {
-        self.route(input.device(), "reducescatter", input.name())?
-            .reducescatter(input, output, counts, reduction)
-    }
-
-    fn barrier(&self) -> Result<()> {
-        self.host().barrier()
-    }
-
-    fn split(&self, members: &[usize]) -> Result<Option<Box<dyn Collective>>> {
-        Ok(self
+    fn split(this: &Self, members: &[usize]) -> Result<Option<Box<dyn Collective>>> {
+        Ok(this
             .split_router(members)?
             .map(|r| Box::new(r) as Box<dyn Collective>))
+    }
+
+    fn supports(this: &Self, device: Device) -> bool {
+        this.transports.iter().any(|t| t.supports(device))
     }
 }
 
@@ -158,7 +109,7 @@ mod tests {
     use std::sync::Mutex;
 
     use hvd_core::reference::LocalGroup;
-    use hvd_core::{DType, DeviceBuffer, ReduceOp};
+    use hvd_core::{DType, DeviceBuffer, ReduceOp, Reduction, TensorMut};
 
     use super::*;
 
@@ -170,51 +121,28 @@ mod tests {
         calls: Arc<Mutex<Vec<(&'static str, String)>>>,
     }
 
-    impl Collective for Taking {
-        fn topology(&self) -> &Topology {
-            self.inner.topology()
+    impl Layer for Taking {
+        type Inner = dyn Collective;
+        fn inner(&self) -> &(dyn Collective + 'static) {
+            self.inner.as_ref()
         }
-        fn backend(&self) -> &'static str {
-            self.name
-        }
-        fn supports(&self, device: Device) -> bool {
-            device == self.device
-        }
-        fn allreduce(&self, tensors: &mut [TensorMut<'_>], _: Reduction) -> Result<()> {
-            let names = tensors.iter().map(|t| t.name().to_owned());
-            let mut calls = self.calls.lock().unwrap();
-            calls.extend(names.map(|n| (self.name, n)));
+        /// Records the tensors of an allreduce; moves nothing.
+        fn call(&self, op: Operation<'_, '_>) -> Result<()> {
+            if let Operation::Allreduce { tensors, .. } = op {
+                let names = tensors.iter().map(|t| t.name().to_owned());
+                let mut calls = self.calls.lock().unwrap();
+                calls.extend(names.map(|n| (self.name, n)));
+            }
             Ok(())
         }
-        fn broadcast(&self, _: &mut [TensorMut<'_>], _: usize) -> Result<()> {
-            Ok(())
-        }
-        fn allgather(&self, _: &Tensor<'_>, _: &mut TensorMut<'_>, _: &[usize]) -> Result<()> {
-            Ok(())
-        }
-        fn alltoall(
-            &self,
-            _: &Tensor<'_>,
-            _: &[usize],
-            _: &mut TensorMut<'_>,
-            _: &[usize],
-        ) -> Result<()> {
-            Ok(())
-        }
-        fn reducescatter(
-            &self,
-            _: &Tensor<'_>,
-            _: &mut TensorMut<'_>,
-            _: &[usize],
-            _: Reduction,
-        ) -> Result<()> {
-            Ok(())
-        }
-        fn barrier(&self) -> Result<()> {
-            Ok(())
-        }
-        fn split(&self, _: &[usize]) -> Result<Option<Box<dyn Collective>>> {
+        fn split(_: &Self, _: &[usize]) -> Result<Option<Box<dyn Collective>>> {
             Ok(None)
+        }
+        fn backend(this: &Self) -> &'static str {
+            this.name
+        }
+        fn supports(this: &Self, device: Device) -> bool {
+            device == this.device
         }
     }
 

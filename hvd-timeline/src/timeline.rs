@@ -3,8 +3,9 @@
 use std::fmt;
 use std::sync::Arc;
 
+use hvd_core::layer::Layer;
 use hvd_core::trace::SpanArgs;
-use hvd_core::{Collective, Device, Reduction, Result, Tensor, TensorMut, Topology};
+use hvd_core::{Collective, OpKind, Operation, Result, Tensor, TensorMut};
 
 use crate::Recorder;
 
@@ -20,28 +21,17 @@ pub struct Timeline<C: Collective> {
     spans: SpanNames,
 }
 
-/// The span names of one backend, built once rather than on every call.
-struct SpanNames {
-    allreduce: String,
-    broadcast: String,
-    allgather: String,
-    alltoall: String,
-    reducescatter: String,
-    barrier: String,
-}
+/// The span names of one backend, by operation, built once rather than on every call.
+struct SpanNames([String; OpKind::ALL.len()]);
 
 impl SpanNames {
     fn new(backend: &str) -> Self {
         let backend = backend.to_ascii_uppercase();
-        let name = |op: &str| format!("{backend}_{op}");
-        SpanNames {
-            allreduce: name("ALLREDUCE"),
-            broadcast: name("BROADCAST"),
-            allgather: name("ALLGATHER"),
-            alltoall: name("ALLTOALL"),
-            reducescatter: name("REDUCESCATTER"),
-            barrier: name("BARRIER"),
-        }
+        SpanNames(OpKind::ALL.map(|op| format!("{backend}_{}", op.name().to_ascii_uppercase())))
+    }
+
+    fn of(&self, op: OpKind) -> &str {
+        &self.0[op as usize - 1]
     }
 }
 
@@ -62,6 +52,19 @@ fn rows_of<'a>(input: &Tensor<'a>, output: &TensorMut<'a>) -> Vec<(&'a str, Span
     rows
 }
 
+/// The rows a call is recorded on: one per tensor, and the barrier's own.
+fn rows<'c>(op: &Operation<'c, '_>) -> Vec<(&'c str, SpanArgs)> {
+    match op {
+        Operation::Allreduce { tensors, .. } | Operation::Broadcast { tensors, .. } => {
+            tensors.iter().map(|t| (t.name(), args_of_mut(t))).collect()
+        }
+        Operation::Allgather { input, output, .. }
+        | Operation::Alltoall { input, output, .. }
+        | Operation::Reducescatter { input, output, .. } => rows_of(input, output),
+        Operation::Barrier => vec![(BARRIER_ROW, SpanArgs::default())],
+    }
+}
+
 impl<C: Collective> Timeline<C> {
     /// Wraps `inner`, recording into `recorder` (which decides whether anything is
     /// recorded: while it is stopped, a call costs one atomic load more than `inner`'s).
@@ -78,11 +81,6 @@ impl<C: Collective> Timeline<C> {
     /// The recorder this timeline (and its sub-groups) record into.
     pub fn recorder(&self) -> &Arc<Recorder> {
         &self.recorder
-    }
-
-    /// The wrapped collective.
-    pub fn inner(&self) -> &C {
-        &self.inner
     }
 
     /// Opens `span` on `rows` when recording (the rows are only built then) and returns
@@ -119,96 +117,25 @@ impl<C: Collective> fmt::Debug for Timeline<C> {
     }
 }
 
-impl<C: Collective> Collective for Timeline<C> {
-    fn topology(&self) -> &Topology {
-        self.inner.topology()
+impl<C: Collective> Layer for Timeline<C> {
+    type Inner = C;
+
+    fn inner(&self) -> &C {
+        &self.inner
     }
 
-    fn backend(&self) -> &'static str {
-        self.inner.backend()
-    }
-
-    fn supports(&self, device: Device) -> bool {
-        self.inner.supports(device)
-    }
-
-    fn fuses_batches(&self) -> bool {
-        self.inner.fuses_batches()
-    }
-
-    fn allreduce(&self, tensors: &mut [TensorMut<'_>], reduction: Reduction) -> Result<()> {
-        let span = &self.spans.allreduce;
-        let open = self.begin(span, || {
-            tensors.iter().map(|t| (t.name(), args_of_mut(t))).collect()
-        });
-        let result = self.inner.allreduce(tensors, reduction);
+    fn call(&self, op: Operation<'_, '_>) -> Result<()> {
+        let span = self.spans.of(op.kind());
+        let open = self.begin(span, || rows(&op));
+        let result = op.run(&self.inner);
         self.end(span, open);
         result
     }
 
-    fn broadcast(&self, tensors: &mut [TensorMut<'_>], root: usize) -> Result<()> {
-        let span = &self.spans.broadcast;
-        let open = self.begin(span, || {
-            tensors.iter().map(|t| (t.name(), args_of_mut(t))).collect()
-        });
-        let result = self.inner.broadcast(tensors, root);
-        self.end(span, open);
-        result
-    }
-
-    fn allgather(
-        &self,
-        input: &Tensor<'_>,
-        output: &mut TensorMut<'_>,
-        counts: &[usize],
-    ) -> Result<()> {
-        let span = &self.spans.allgather;
-        let open = self.begin(span, || rows_of(input, output));
-        let result = self.inner.allgather(input, output, counts);
-        self.end(span, open);
-        result
-    }
-
-    fn alltoall(
-        &self,
-        input: &Tensor<'_>,
-        send_counts: &[usize],
-        output: &mut TensorMut<'_>,
-        recv_counts: &[usize],
-    ) -> Result<()> {
-        let span = &self.spans.alltoall;
-        let open = self.begin(span, || rows_of(input, output));
-        let result = self.inner.alltoall(input, send_counts, output, recv_counts);
-        self.end(span, open);
-        result
-    }
-
-    fn reducescatter(
-        &self,
-        input: &Tensor<'_>,
-        output: &mut TensorMut<'_>,
-        counts: &[usize],
-        reduction: Reduction,
-    ) -> Result<()> {
-        let span = &self.spans.reducescatter;
-        let open = self.begin(span, || rows_of(input, output));
-        let result = self.inner.reducescatter(input, output, counts, reduction);
-        self.end(span, open);
-        result
-    }
-
-    fn barrier(&self) -> Result<()> {
-        let span = &self.spans.barrier;
-        let open = self.begin(span, || vec![(BARRIER_ROW, SpanArgs::default())]);
-        let result = self.inner.barrier();
-        self.end(span, open);
-        result
-    }
-
-    fn split(&self, members: &[usize]) -> Result<Option<Box<dyn Collective>>> {
-        let sub = self.inner.split(members)?;
+    fn split(this: &Self, members: &[usize]) -> Result<Option<Box<dyn Collective>>> {
+        let sub = this.inner.split(members)?;
         Ok(sub
-            .map(|sub| Box::new(Timeline::new(sub, self.recorder.clone())) as Box<dyn Collective>))
+            .map(|sub| Box::new(Timeline::new(sub, this.recorder.clone())) as Box<dyn Collective>))
     }
 }
 
@@ -219,14 +146,7 @@ mod tests {
     #[test]
     fn span_names_are_the_upper_cased_backend_and_the_op() {
         let n = SpanNames::new("tcp");
-        let names = [
-            n.allreduce,
-            n.broadcast,
-            n.allgather,
-            n.alltoall,
-            n.reducescatter,
-            n.barrier,
-        ];
+        let names = OpKind::ALL.map(|op| n.of(op));
         assert_eq!(
             names,
             [

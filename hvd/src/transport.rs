@@ -111,10 +111,16 @@ impl FromStr for Backend {
 }
 
 impl Backend {
-    /// The backend named by `HVD_BACKEND` (alias `HOROVOD_CPU_OPERATIONS`); else MPI when
-    /// it is compiled in and an MPI launcher started this process; else the first compiled
-    /// in.
+    /// The backend for the job the launcher's environment describes: see
+    /// [`Backend::for_world`].
     pub fn from_env() -> Result<Backend> {
+        Backend::for_world(&World::from_env_without_store()?)
+    }
+
+    /// The backend named by `HVD_BACKEND` (alias `HOROVOD_CPU_OPERATIONS`); else MPI when
+    /// it is compiled in and an MPI launcher started `world`; else shared memory when
+    /// every rank of `world` is on this host; else the first compiled in.
+    pub fn for_world(world: &World) -> Result<Backend> {
         let named = hvd_core::env::parse_first::<Backend, _>(
             &["HVD_BACKEND", "HOROVOD_CPU_OPERATIONS"],
             &expected_backend(),
@@ -123,11 +129,10 @@ impl Backend {
             return Ok(backend);
         }
         let compiled = Backend::compiled();
-        let world = World::from_env_without_store()?;
         if compiled.contains(&Backend::Mpi) && world.launched_by_mpi() {
             return Ok(Backend::Mpi);
         }
-        if compiled.contains(&Backend::Shm) && crate::world::one_host()? {
+        if compiled.contains(&Backend::Shm) && world.on_one_host()? {
             return Ok(Backend::Shm);
         }
         compiled.first().copied().ok_or_else(|| Error::Config {
@@ -175,7 +180,7 @@ pub fn connect(backend: Backend, world: &World) -> Result<Box<dyn Collective>> {
     // Every program that connects this way shows in its launcher's progress, and is not
     // taken for a rank that never started.
     world.check_in();
-    if world.launcher == "hvdrun" {
+    if world.launched_by_hvdrun() {
         // hvdrun reads which peer each failed rank lost, to name the one that died.
         return Ok(Box::new(LossWitness::new(collective, world.store.clone())));
     }
@@ -248,7 +253,7 @@ fn connect_transport(backend: Backend, world: &World) -> Result<Box<dyn Collecti
         #[cfg(feature = "rdma")]
         Backend::Rdma => {
             let mut config = hvd_rdma::RdmaConfig::from_env()?;
-            if config.provider.is_none() && !crate::world::one_host()? {
+            if config.provider.is_none() && !world.on_one_host()? {
                 config.provider = Some(provider_between_hosts()?);
             }
             let rdma = hvd_rdma::RdmaCollective::connect(

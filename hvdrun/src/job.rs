@@ -386,17 +386,13 @@ impl Job {
                 if let Some(status) = status {
                     ranks[rank].status = Some(status);
                     if !status.success() {
-                        if let Some(watch) = &checkin {
-                            watch.finish();
-                        }
+                        self.end_progress(checkin.as_mut(), store);
                         return Ok(self.failure(ranks, store, rank));
                     }
                 }
             }
             if ranks.iter().all(|r| r.status.is_some()) {
-                if let Some(watch) = &checkin {
-                    watch.finish();
-                }
+                self.end_progress(checkin.as_mut(), store);
                 stop(ranks, Duration::ZERO);
                 return Ok(JobOutcome::Success);
             }
@@ -435,6 +431,16 @@ impl Job {
 }
 
 impl Job {
+    /// Shows the last count of ranks that checked in and ends the progress line, when a
+    /// job ends while it is still shown: a job that ends between two polls still says
+    /// how many of its ranks connected.
+    fn end_progress(&self, watch: Option<&mut CheckinWatch>, store: &MemoryStore) {
+        if let Some(watch) = watch {
+            watch.show(self.progress.as_deref(), connected(store), self.np);
+            watch.finish();
+        }
+    }
+
     /// The outcome of a job whose first failure this launcher saw on rank `first`: lets
     /// the other exits arrive, finds the root cause among them, then stops the rest.
     fn failure(&self, ranks: &mut [Rank], store: &MemoryStore, first: usize) -> JobOutcome {

@@ -53,6 +53,12 @@ fn rank_body() {
             group.barrier().unwrap();
             println!("rank {} connected", group.topology().rank());
         }
+        // Checks in and leaves at once: the job ends between two polls of the launcher.
+        "check in and leave" => {
+            let backend = hvd::Backend::from_env().unwrap();
+            let world = hvd::transport::world(backend).unwrap();
+            hvd::transport::connect(backend, &world).unwrap();
+        }
         other => panic!("unknown scenario {other}"),
     }
 }
@@ -432,14 +438,31 @@ fn a_training_job_runs_under_hvdrun_and_checks_in() {
         "{stdout}"
     );
     assert!(stdout.contains("on 2 ranks"), "{stdout}");
-    // Not a terminal: the progress line is printed once the count changes.
+    // Not a terminal: the progress line is printed when the count changes, and the
+    // final count before the job ends, however quickly it ends.
     assert!(
         text(&out.stderr)
             .lines()
-            .any(|l| l.ends_with("/2 ranks connected")),
+            .any(|l| l == "hvdrun: 2/2 ranks connected"),
         "{}",
         text(&out.stderr)
     );
+}
+
+#[test]
+fn a_job_that_ends_between_two_polls_still_says_every_rank_connected() {
+    let mut args = vec!["-np", "2"];
+    let body = ranks_of("check in and leave");
+    args.extend(body.iter().map(String::as_str));
+    for trial in 0..5 {
+        let out = hvdrun(&args);
+        assert!(out.status.success(), "trial {trial}: {}", text(&out.stderr));
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.lines().any(|l| l == "hvdrun: 2/2 ranks connected"),
+            "trial {trial}: {stderr}"
+        );
+    }
 }
 
 #[test]

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use crate::bench_peers::{Series, add, fmt_us, hvd_rows, median, mpi_rows, run_capture, speedup};
+use crate::measure::{Series, add, fmt_us, hvd_rows, median, mpi_rows, run_capture, speedup};
 
 /// Whether libfabric is installed (its `fi_info` runs).
 pub(crate) fn available() -> bool {

@@ -22,6 +22,7 @@ mod cluster;
 mod fuzz;
 mod horovod_tests;
 mod interrupt;
+mod measure;
 mod python;
 mod requirements;
 mod scaling;
