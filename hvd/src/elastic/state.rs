@@ -88,7 +88,12 @@ impl TensorState {
 
     /// The counters of `name`, if set with [`set_u64s`](Self::set_u64s).
     pub fn get_u64s(&self, name: &str) -> Option<Vec<u64>> {
-        Some(self.get::<i64>(name)?.into_iter().map(|v| v as u64).collect())
+        Some(
+            self.get::<i64>(name)?
+                .into_iter()
+                .map(|v| v as u64)
+                .collect(),
+        )
     }
 
     /// Sets the counter `name`.

@@ -318,9 +318,7 @@ mod tests {
                 "HVD_TIMELINE_MARK_CYCLES=1",
                 "HVD_STALL_CHECK_TIME=30s",
                 "HVD_STALL_SHUTDOWN_TIME=60s",
-                "HVD_TCP_TIMEOUT=20",
-                "HVD_SHM_TIMEOUT=20",
-                "HVD_RDMA_TIMEOUT=20",
+                "HVD_TIMEOUT=20s",
                 "HVD_LOG_LEVEL=WARNING",
                 "HVD_BACKEND=tcp",
             ]

@@ -76,8 +76,7 @@ pub struct HorovodFlags {
     /// Seconds before stalled tensors fail on every rank (HVD_STALL_SHUTDOWN_TIME).
     #[arg(long, value_name = "SECS")]
     pub stall_check_shutdown_time_seconds: Option<f64>,
-    /// Seconds an operation of the TCP, shared-memory or RDMA transport waits for a peer
-    /// (HVD_TCP_TIMEOUT, HVD_SHM_TIMEOUT, HVD_RDMA_TIMEOUT).
+    /// Seconds any operation waits while a peer makes no progress (HVD_TIMEOUT).
     #[arg(long, value_name = "SECS")]
     pub gloo_timeout_seconds: Option<f64>,
     /// The ranks' log level: trace, debug, info, warning, error, fatal (HVD_LOG_LEVEL).
@@ -201,9 +200,10 @@ impl HorovodFlags {
             self.stall_check_shutdown_time_seconds
                 .map(|s| format!("{s}s")),
         );
-        for name in ["HVD_TCP_TIMEOUT", "HVD_SHM_TIMEOUT", "HVD_RDMA_TIMEOUT"] {
-            set(name, self.gloo_timeout_seconds.map(|s| s.to_string()));
-        }
+        set(
+            "HVD_TIMEOUT",
+            self.gloo_timeout_seconds.map(|s| format!("{s}s")),
+        );
         set("HVD_LOG_LEVEL", self.log_level.clone());
         set("HVD_BACKEND", self.tcp.then(|| "tcp".to_string()));
         Ok(env
