@@ -78,8 +78,8 @@ def test_hvd_run_returns_every_ranks_result():
 def test_hvd_run_refuses_what_it_cannot_do():
     import hvd
 
-    with pytest.raises(ValueError, match="elastic training is not supported by hvd "
-                                         r"\(min_np given\)"):
+    with pytest.raises(ValueError, match="elastic training is not supported by hvd's "
+                                         r"Python front \(min_np given\)"):
         hvd.run(print, np=2, min_np=1)
     with pytest.raises(ValueError, match="start the program with mpirun instead"):
         hvd.run(print, np=2, use_mpi=True)

@@ -9,6 +9,7 @@
 //! the failure is reported with its rank, host and the last lines of its standard
 //! error. The `hvdrun` program is its command line.
 
+pub mod elastic;
 mod hosts;
 mod interrupt;
 mod job;

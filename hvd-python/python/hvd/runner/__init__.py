@@ -8,7 +8,7 @@ import sys
 import sysconfig
 import tempfile
 
-# Horovod's elastic arguments: hvd has no elastic training.
+# Horovod's elastic arguments: hvd's Python front has no elastic training.
 _ELASTIC = ("min_num_proc", "max_num_proc", "min_np", "max_np", "slots", "reset_limit",
             "cooldown_range", "host_discovery_script")
 
@@ -56,14 +56,15 @@ def run(func, args=(), kwargs=None, num_proc=None, hosts=None, hostfile=None,
     (cloudpickle), so it may be defined in ``__main__``; it calls ``hvd.init()`` itself,
     as under any launcher, and its return values come back through the job. A rank that fails makes this raise RuntimeError after
     hvdrun's summary. Horovod's ``use_gloo`` is what hvd does anyway; ``use_mpi``,
-    ``mpi_args`` and the elastic arguments are refused."""
+    ``mpi_args`` and the elastic arguments (no elastic training from Python) are
+    refused."""
     given = sorted(k for k, v in elastic.items() if v is not None)
     unknown = [k for k in given if k not in _ELASTIC]
     if unknown:
         raise TypeError(f"run() got unexpected keyword arguments: {', '.join(unknown)}")
     if given:
-        raise ValueError(f"hvd.run: elastic training is not supported by hvd "
-                         f"({', '.join(given)} given)")
+        raise ValueError(f"hvd.run: elastic training is not supported by hvd's Python "
+                         f"front ({', '.join(given)} given)")
     if use_mpi or mpi_args:
         raise ValueError("hvd.run starts its ranks with hvdrun and runs them on hvd's own "
                          "transports; for MPI, start the program with mpirun instead")

@@ -98,6 +98,49 @@ pub struct Cli {
     #[arg(long, value_name = "SECS", default_value_t = 5.0)]
     pub grace: f64,
 
+    /// Runs the job elastically on the hosts of -H or --hostfile: a failed host is left
+    /// behind and the job goes on with the others (let back in after a cooldown).
+    #[arg(long, help_heading = "Elastic jobs")]
+    pub elastic: bool,
+
+    /// Runs the job elastically on the hosts this program prints, one `host:slots` (or
+    /// `host`, with --slots-per-host) per line, asked every second: the job grows when a
+    /// host appears and shrinks when one goes.
+    #[arg(long, value_name = "FILE", help_heading = "Elastic jobs", conflicts_with_all = ["hosts", "hostfile"])]
+    pub host_discovery_script: Option<PathBuf>,
+
+    /// The slots of a host the discovery script prints without a count.
+    #[arg(long, alias = "slots", value_name = "N", help_heading = "Elastic jobs", value_parser = clap::value_parser!(u32).range(1..))]
+    pub slots_per_host: Option<u32>,
+
+    /// The fewest workers an elastic round may have; fewer for longer than
+    /// --elastic-timeout fails the job (default: -np).
+    #[arg(long, alias = "min-num-proc", value_name = "N", help_heading = "Elastic jobs", value_parser = clap::value_parser!(u32).range(1..))]
+    pub min_np: Option<u32>,
+
+    /// The most workers an elastic round may have (default: every slot).
+    #[arg(long, alias = "max-num-proc", value_name = "N", help_heading = "Elastic jobs", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_np: Option<u32>,
+
+    /// Seconds an elastic job waits for enough slots before it fails.
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 600.0,
+        help_heading = "Elastic jobs"
+    )]
+    pub elastic_timeout: f64,
+
+    /// How many new rounds (after failures or host changes) an elastic job may form
+    /// before it fails (default: no limit).
+    #[arg(long, value_name = "N", help_heading = "Elastic jobs")]
+    pub reset_limit: Option<usize>,
+
+    /// Seconds a failed host is kept out: MIN after its first failure, doubling with
+    /// each further one, at most MAX.
+    #[arg(long, num_args = 2, value_names = ["MIN", "MAX"], help_heading = "Elastic jobs")]
+    pub blacklist_cooldown_range: Option<Vec<f64>>,
+
     /// Sets NAME=VALUE for every rank, or with NAME alone passes on hvdrun's own value
     /// (repeatable). Every rank inherits hvdrun's environment anyway.
     #[arg(short = 'x', value_name = "NAME[=VALUE]")]
@@ -216,6 +259,19 @@ mod tests {
         assert_eq!(
             mpirun_style(strings(&["hvdrun", "-np", "2", "--", "prog", "-np"])),
             strings(&["hvdrun", "--np", "2", "--", "prog", "-np"])
+        );
+        let cooldown = [
+            "hvdrun",
+            "--blacklist-cooldown-range",
+            "5",
+            "60",
+            "prog",
+            "-np",
+        ];
+        assert_eq!(
+            mpirun_style(strings(&cooldown)),
+            strings(&cooldown),
+            "both values are hvdrun's, the command starts after them"
         );
         assert_eq!(
             mpirun_style(strings(&[
@@ -338,10 +394,6 @@ mod tests {
         assert_eq!(
             refused(&["--mpi"]),
             "--mpi is not supported: hvdrun starts its ranks itself; to use MPI, start the program with mpirun (hvd picks its MPI transport there when built with it)"
-        );
-        assert_eq!(
-            refused(&["--min-np", "1"]),
-            "elastic training (--min-np, --max-np, --slots-per-host) is not supported: hvd has no elastic training; give the ranks with -np and -H"
         );
         assert_eq!(
             refused(&["--hierarchical-allgather"]),

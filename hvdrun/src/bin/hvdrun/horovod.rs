@@ -5,7 +5,8 @@
 
 use clap::Args;
 
-/// Horovod's tuning, timeline, stall-check, logging, controller and elastic flags.
+/// Horovod's tuning, timeline, stall-check, logging and controller flags (the elastic
+/// ones are hvdrun's own).
 #[derive(Debug, Default, Args)]
 #[command(next_help_heading = "Horovod's flags (horovodrun)")]
 pub struct HorovodFlags {
@@ -127,21 +128,6 @@ pub struct HorovodFlags {
     /// Refused: set the HVD_* (or HOROVOD_*) variables, or these flags, instead.
     #[arg(long, value_name = "FILE")]
     pub config_file: Option<String>,
-    /// Refused, as every elastic flag: hvd has no elastic training.
-    #[arg(long, alias = "min-num-proc", value_name = "N")]
-    pub min_np: Option<String>,
-    #[arg(long, alias = "max-num-proc", value_name = "N", hide = true)]
-    pub max_np: Option<String>,
-    #[arg(long, value_name = "N", hide = true)]
-    pub slots_per_host: Option<String>,
-    #[arg(long, value_name = "SECS", hide = true)]
-    pub elastic_timeout: Option<String>,
-    #[arg(long, value_name = "N", hide = true)]
-    pub reset_limit: Option<String>,
-    #[arg(long, value_names = ["MIN", "MAX"], num_args = 2, hide = true)]
-    pub blacklist_cooldown_range: Option<Vec<String>>,
-    #[arg(long, value_name = "SCRIPT", hide = true)]
-    pub host_discovery_script: Option<String>,
 }
 
 /// What a refused flag is and why hvd has no meaning for it.
@@ -213,9 +199,8 @@ impl HorovodFlags {
     }
 
     fn refuse(&self) -> Result<(), String> {
-        let no_elastic = "hvd has no elastic training; give the ranks with -np and -H";
         let no_mpirun = "hvdrun starts its ranks itself; to use MPI, start the program with mpirun (hvd picks its MPI transport there when built with it)";
-        let checks: [(bool, &str, &str); 18] = [
+        let checks: [(bool, &str, &str); 15] = [
             (
                 self.hierarchical_allgather,
                 "--hierarchical-allgather",
@@ -274,21 +259,6 @@ impl HorovodFlags {
                 self.config_file.is_some(),
                 "--config-file",
                 "set the HVD_* (or HOROVOD_*) variables or these flags instead",
-            ),
-            (
-                self.min_np.is_some() || self.max_np.is_some() || self.slots_per_host.is_some(),
-                "elastic training (--min-np, --max-np, --slots-per-host)",
-                no_elastic,
-            ),
-            (
-                self.elastic_timeout.is_some() || self.reset_limit.is_some(),
-                "elastic training (--elastic-timeout, --reset-limit)",
-                no_elastic,
-            ),
-            (
-                self.blacklist_cooldown_range.is_some() || self.host_discovery_script.is_some(),
-                "elastic training (--blacklist-cooldown-range, --host-discovery-script)",
-                no_elastic,
             ),
         ];
         match checks.iter().find(|(given, _, _)| *given) {

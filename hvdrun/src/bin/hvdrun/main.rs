@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use hvdrun::elastic::{Elastic, HostSource};
 use hvdrun::{Host, Job, JobOutcome, Output, Ssh, parse_hostfile, parse_hosts};
 
 use cli::Cli;
@@ -86,7 +87,11 @@ fn run(cli: &Cli) -> Result<JobOutcome, String> {
         .command
         .split_first()
         .ok_or("no command to run was given")?;
-    let np = cli.np.ok_or("-np N is required: how many ranks to start")?;
+    let np = match cli.np {
+        Some(np) => np,
+        None if cli.elastic || cli.host_discovery_script.is_some() => 1,
+        None => return Err("-np N is required: how many ranks to start".into()),
+    };
     let mut env = cli.horovod.environment()?;
     env.extend(cli::exported(&cli.env)?);
     let output = match &cli.output_filename {
@@ -113,7 +118,69 @@ fn run(cli: &Cli) -> Result<JobOutcome, String> {
     if let Some(names) = &cli.network_interface {
         job = job.network_interface(names);
     }
-    job.run().map_err(|e| e.to_string())
+    match elastic(cli)? {
+        Some(elastic) => job.run_elastic(&elastic),
+        None => job.run(),
+    }
+    .map_err(|e| e.to_string())
+}
+
+/// The elastic options, for `--elastic` or `--host-discovery-script`; None otherwise.
+fn elastic(cli: &Cli) -> Result<Option<Elastic>, String> {
+    let source = match (&cli.host_discovery_script, cli.elastic) {
+        (Some(path), _) => HostSource::Script {
+            path: path.clone(),
+            slots_per_host: cli.slots_per_host.map(|n| n as usize),
+        },
+        (None, true) => HostSource::Fixed(hosts(cli)?.unwrap_or_else(|| {
+            vec![Host {
+                name: "localhost".into(),
+                slots: cli.np.map_or(1, |n| n as usize),
+            }]
+        })),
+        (None, false) => return Ok(None),
+    };
+    refuse_mpi(cli)?;
+    let min_np = cli
+        .min_np
+        .or(cli.np)
+        .ok_or("an elastic job needs --min-np N (or -np N): the fewest workers it may run with")?;
+    let mut elastic = Elastic::new(source, min_np as usize)
+        .timeout(seconds("elastic-timeout", cli.elastic_timeout)?);
+    if let Some(max_np) = cli.max_np {
+        elastic = elastic.max_np(max_np as usize);
+    }
+    if let Some(limit) = cli.reset_limit {
+        elastic = elastic.reset_limit(limit);
+    }
+    if let Some(range) = &cli.blacklist_cooldown_range {
+        let (least, most) = (range[0], range[1]);
+        if least > most {
+            return Err(format!(
+                "--blacklist-cooldown-range {least} {most}: MIN must not exceed MAX"
+            ));
+        }
+        elastic = elastic.cooldown(
+            seconds("blacklist-cooldown-range", least)?,
+            seconds("blacklist-cooldown-range", most)?,
+        );
+    }
+    Ok(Some(elastic))
+}
+
+/// MPI's world is fixed when the job starts: an elastic job cannot run over it.
+fn refuse_mpi(cli: &Cli) -> Result<(), String> {
+    let exported = cli::exported(&cli.env)?;
+    let backend = exported
+        .iter()
+        .find(|(name, _)| name == "HVD_BACKEND" || name == "HOROVOD_CPU_OPERATIONS")
+        .map(|(_, value)| value.clone())
+        .or_else(|| std::env::var("HVD_BACKEND").ok())
+        .or_else(|| std::env::var("HOROVOD_CPU_OPERATIONS").ok());
+    if backend.is_some_and(|b| b.trim().eq_ignore_ascii_case("mpi")) {
+        return Err("an elastic job cannot run over MPI, whose world is fixed when the job starts: use the default transport (unset HVD_BACKEND), which hvdrun's rounds can rebuild".into());
+    }
+    Ok(())
 }
 
 /// What `--verbose` prints before the job starts.
