@@ -256,38 +256,64 @@ fn control_operations_give_up_at_their_timeout_naming_the_set() {
 }
 
 #[test]
-fn control_operations_that_do_not_meet_fail_at_the_stall_shutdown_time() {
+fn control_operations_that_do_not_meet_fail_at_the_stall_shutdown_time_and_leave_no_trace() {
     let cfg = Config {
         stall_check: Some(Duration::from_millis(100)),
         stall_shutdown: Some(Duration::from_millis(400)),
         ..config()
     };
     let started = Instant::now();
+    // Both meet again only once both failures are in.
+    let both_failed = std::sync::Barrier::new(2);
     let results = job_with_sets(2, cfg, vec![vec![0], vec![1]], |hvd| {
-        if hvd.rank() == 0 {
+        let failed = if hvd.rank() == 0 {
             let set = hvd.process_set(2).unwrap();
             hvd.remove_process_set(&set).unwrap_err().to_string()
         } else {
-            hvd.barrier().unwrap_err().to_string()
-        }
+            let barrier = hvd.barrier().unwrap_err().to_string();
+            let addition = hvd.add_process_set(&[0, 1]).unwrap_err().to_string();
+            format!("{barrier}\n{addition}")
+        };
+        both_failed.wait();
+        // The failed barrier and addition are gone on every rank: the next ones meet.
+        let later = hvd.barrier().and_then(|()| hvd.add_process_set(&[1]));
+        (
+            failed,
+            later
+                .map(|set| set.ranks().to_vec())
+                .map_err(|e| e.to_string()),
+        )
     });
     assert!(
         started.elapsed() < Duration::from_secs(10),
         "{:?}",
         started.elapsed()
     );
+    let waiting = |rank| {
+        format!("waiting for rank(s) {rank} to submit it (stall shutdown: HVD_STALL_SHUTDOWN_TIME)")
+    };
+    let remove = &results[0].0;
     assert!(
-        results[0].starts_with(
+        remove.starts_with(
             "rank 0: remove_process_set of tensor 'hvd.remove_process_set.2' timed out after "
-        ),
-        "{}",
-        results[0]
+        ) && remove.ends_with(&waiting(1)),
+        "{remove}"
+    );
+    let (barrier, addition) = results[1].0.split_once('\n').unwrap();
+    assert!(
+        barrier.starts_with("rank 1: barrier of tensor 'hvd.barrier.0' timed out after ")
+            && barrier.ends_with(&waiting(0)),
+        "{barrier}"
     );
     assert!(
-        results[1].starts_with("rank 1: barrier of tensor 'hvd.barrier.0' timed out after "),
-        "{}",
-        results[1]
+        addition.starts_with(
+            "rank 1: add_process_set of tensor 'hvd.add_process_set.2' timed out after "
+        ) && addition.ends_with(&waiting(0)),
+        "{addition}"
     );
+    for (_, later) in &results {
+        assert_eq!(later, &Ok(vec![1]));
+    }
 }
 
 #[test]
