@@ -1,7 +1,7 @@
 //! Adasum: Horovod's scale-invariant alternative to summing gradients, as an algorithm
 //! over any [`Collective`].
 //!
-//! Adasum is not element-wise, so it is no [`ReduceOp`](crate::ReduceOp) that transports
+//! Adasum is not element-wise, so it is no [`ReduceOp`] that transports
 //! implement: it combines whole vectors two at a time ([`pairwise`]), recursively over the
 //! ranks, and needs only two things from a transport, an exchange with one peer
 //! ([`Collective::alltoall`] with every other count zero) and a small sum

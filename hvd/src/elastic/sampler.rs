@@ -16,7 +16,7 @@ use crate::sampler::epoch_order;
 /// the positions it had committed, and after a resize it goes on from there: every
 /// example is seen once per epoch, none is padded in or skipped. The last batch of an
 /// epoch holds what is left; a rank whose share is empty should
-/// [`join`](crate::Hvd::join) rather than skip the step's collectives.
+/// [`join`](crate::ProcessSet::join) rather than skip the step's collectives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ElasticSampler {
     len: usize,
