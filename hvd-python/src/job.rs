@@ -109,6 +109,18 @@ pub fn start_timeline(path: std::path::PathBuf, mark_cycles: bool) -> PyResult<(
     hvd.start_timeline(path).map_err(to_py)
 }
 
+/// Whether every host of the job runs the same number of ranks.
+#[pyfunction]
+pub fn is_homogeneous() -> PyResult<bool> {
+    let hvd = current()?;
+    let hosts = hvd
+        .topology()
+        .map(|t| t.hosts().to_vec())
+        .unwrap_or_default();
+    let per_host = |host: &u32| hosts.iter().filter(|h| *h == host).count();
+    Ok(hosts.iter().all(|h| per_host(h) == hvd.local_size()))
+}
+
 /// The transport the job runs on (`shm`, `tcp`, `hierarchical`, `mpi`, `rdma`).
 #[pyfunction]
 pub fn transport() -> PyResult<&'static str> {

@@ -57,7 +57,7 @@ def test_build_probes_say_what_this_build_has():
     assert (hvd.gloo_built(), hvd.mpi_built(), hvd.nccl_built(), hvd.cuda_built(),
             hvd.rocm_built(), hvd.ddl_built(), hvd.ccl_built()) == (
                 True, False, 0, False, False, False, False)
-    assert hvd.gloo_enabled() and not hvd.mpi_enabled()
+    assert hvd.gloo_enabled() and not hvd.mpi_enabled() and hvd.is_homogeneous()
     with pytest.raises(ValueError) as e:
         hvd.mpi_threads_supported()
     assert str(e.value) == ("MPI is not enabled: this build of hvd's Python front has no MPI "

@@ -93,6 +93,12 @@ hvd.broadcast_optimizer_state(opt, root_rank=0)
 buffers = [opt.state[p]["momentum_buffer"] for p in model.parameters()]
 assert len(buffers) == 4 and all(torch.equal(b, torch.zeros_like(b)) for b in buffers)
 
+# SparseAdam's fresh state is initialised with sparse zero gradients (which it needs).
+embedding = nn.Embedding(6, 2, sparse=True)
+opt = torch.optim.SparseAdam(list(embedding.parameters()), lr=0.1)
+hvd.broadcast_optimizer_state(opt, root_rank=0, model=embedding)
+assert set(opt.state[embedding.weight]) == {"step", "exp_avg", "exp_avg_sq"}, opt.state
+
 # Sparse gradients, allgathered or allreduced as dense tensors.
 for as_dense in (False, True):
     embedding = nn.Embedding(6, 2, sparse=True)

@@ -26,6 +26,7 @@ from hvd.common.basics import (  # noqa: F401
     gloo_built,
     gloo_enabled,
     init,
+    is_homogeneous,
     is_initialized,
     local_rank,
     local_size,

@@ -42,6 +42,7 @@ shutdown = _hvd.shutdown
 # Leave the job cleanly at exit, so the other ranks see a shutdown, not a lost rank.
 atexit.register(_hvd.shutdown)
 is_initialized = _hvd.is_initialized
+is_homogeneous = _hvd.is_homogeneous
 
 
 def rank():
