@@ -777,7 +777,6 @@ impl Engine {
     }
 }
 
-/// Whether a send still in flight reads any byte of `range` in place.
 impl hvd_core::driver::Engine for Engine {
     /// A failure is told to every rank but the culprit, so that ranks waiting on
     /// someone else fail at once naming it.
@@ -795,6 +794,7 @@ impl hvd_core::driver::Engine for Engine {
     }
 }
 
+/// Whether a send still in flight reads any byte of `range` in place.
 fn being_sent(lanes: &[Lane], range: &Range<usize>) -> bool {
     lanes.iter().flat_map(|l| &l.sends).any(|f| {
         f.done.is_none()

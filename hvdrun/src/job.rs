@@ -610,6 +610,22 @@ impl CheckinWatch {
 /// closing its wrapper's standard input, which does the same there; its ssh gets a
 /// second more to bring back the rank's last output and status.
 pub(crate) fn stop<'r>(ranks: impl IntoIterator<Item = &'r mut Rank>, grace: Duration) {
+    stop_within(ranks, grace, Duration::from_secs(1));
+}
+
+/// Ends ranks that are already judged (a failed host's, in an elastic job) at once: no
+/// grace, and no time for a remote one's output, which a dead or cut-off host would
+/// never send.
+pub(crate) fn kill<'r>(ranks: impl IntoIterator<Item = &'r mut Rank>) {
+    stop_within(ranks, Duration::ZERO, Duration::ZERO);
+}
+
+/// [`stop`], giving remote ranks `margin` more than `grace`.
+fn stop_within<'r>(
+    ranks: impl IntoIterator<Item = &'r mut Rank>,
+    grace: Duration,
+    remote_margin: Duration,
+) {
     let mut ranks: Vec<&mut Rank> = ranks.into_iter().collect();
     let mut remote = false;
     for rank in ranks.iter_mut().filter(|r| r.status.is_none()) {
@@ -622,7 +638,7 @@ pub(crate) fn stop<'r>(ranks: impl IntoIterator<Item = &'r mut Rank>, grace: Dur
         }
     }
     let margin = if remote {
-        Duration::from_secs(1)
+        remote_margin
     } else {
         Duration::ZERO
     };

@@ -33,7 +33,8 @@ struct Peers {
     mpirun: bool,
     allreduce: Option<PathBuf>,
     collectives: Option<PathBuf>,
-    gloo: Option<PathBuf>,
+    /// The Python that has torch (the tests' environment first), and the Gloo script.
+    gloo: Option<(PathBuf, PathBuf)>,
 }
 
 fn compile_peers(root: &Path, peers: &Path) -> Peers {
@@ -64,16 +65,23 @@ fn compile_peers(root: &Path, peers: &Path) -> Peers {
             )
         })
         .flatten();
-    let torch = Command::new("python3")
-        .args(["-c", "import torch"])
-        .output()
-        .is_ok_and(|o| o.status.success());
+    let has_torch = |python: &Path| {
+        Command::new(python)
+            .args(["-c", "import torch"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let python = [crate::python::venv().join("bin/python"), "python3".into()]
+        .into_iter()
+        .find(|python| has_torch(python));
     let gloo = peers.join("torch_gloo_bench.py");
     Peers {
         mpirun,
         allreduce,
         collectives,
-        gloo: (torch && gloo.exists()).then_some(gloo),
+        gloo: python
+            .filter(|_| gloo.exists())
+            .map(|python| (python, gloo)),
     }
 }
 
@@ -102,7 +110,11 @@ pub fn run(args: &[String]) -> Result<(), String> {
         );
     }
     if peers.gloo.is_none() {
-        println!("bench-peers: skipping torch.distributed Gloo (install: pip install torch numpy)");
+        println!(
+            "bench-peers: skipping torch.distributed Gloo: no Python with torch in {} or on PATH (install: {})",
+            crate::python::venv().display(),
+            crate::python::install_hint(&crate::python::venv())
+        );
     }
     let sizes: Vec<String> = o.sizes.iter().map(|s| s.to_string()).collect();
     let size_list = o
@@ -151,9 +163,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
                     ),
                 );
             }
-            if let Some(script) = &peers.gloo {
+            if let Some((python, script)) = &peers.gloo {
                 let out = run_capture(
-                    Command::new("python3")
+                    Command::new(python)
                         .arg(script)
                         .args(["--world", &np.to_string(), "--no-fusion", "--sizes"])
                         .args(&sizes),

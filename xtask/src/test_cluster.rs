@@ -298,8 +298,9 @@ enum ClusterTests {
     Failed(String),
 }
 
-/// Builds the simulated cluster, runs the tests of `hvdrun/tests/cluster.rs` across it
-/// one at a time (some cut its links), and tears it down, also after Ctrl-C.
+/// Builds the simulated cluster, runs the tests of `hvdrun/tests/cluster.rs` and
+/// `hvdrun/tests/elastic_cluster.rs` across it one at a time (some cut its links), and
+/// tears it down, also after Ctrl-C.
 fn cluster_tests(root: &Path, features: &[String], options: &Options) -> ClusterTests {
     if let Some(why) = cluster::unavailable() {
         return ClusterTests::Skipped(why);
@@ -327,7 +328,10 @@ fn cluster_tests(root: &Path, features: &[String], options: &Options) -> Cluster
             "--test-threads",
             "1",
         ]);
-        command.args(["-E", "binary(=cluster) & not test(/_rank$/)"]);
+        command.args([
+            "-E",
+            "(binary(=cluster) | binary(=elastic_cluster)) & not test(/_rank$/)",
+        ]);
         if let Some(filter) = &options.filter {
             command.arg(filter);
         }
@@ -339,7 +343,14 @@ fn cluster_tests(root: &Path, features: &[String], options: &Options) -> Cluster
             .cloned()
             .collect();
         command = test_command(root, &own);
-        command.args(["-p", "hvdrun", "--test", "cluster"]);
+        command.args([
+            "-p",
+            "hvdrun",
+            "--test",
+            "cluster",
+            "--test",
+            "elastic_cluster",
+        ]);
         command.args(["--", "--ignored", "--skip", "_rank", "--test-threads=1"]);
         if let Some(filter) = &options.filter {
             command.arg(filter);

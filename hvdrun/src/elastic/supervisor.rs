@@ -17,7 +17,7 @@ use super::blacklist::Blacklist;
 use super::round::{Candidate, assign, order};
 use crate::hosts::Host;
 use crate::interrupt;
-use crate::job::{Job, Launch, Rank, stop};
+use crate::job::{Job, Launch, Rank, kill, stop};
 use crate::outcome::JobOutcome;
 use crate::verdict::{Seen, Verdict, verdict};
 
@@ -224,7 +224,7 @@ impl Supervisor<'_> {
                 .workers
                 .iter_mut()
                 .filter(|w| w.host == host && w.alive());
-            stop(on_host.map(|w| &mut w.process), Duration::ZERO);
+            kill(on_host.map(|w| &mut w.process));
         }
     }
 
@@ -335,7 +335,7 @@ impl Supervisor<'_> {
             .workers
             .iter_mut()
             .filter(|w| w.host == host && w.alive());
-        stop(on_host.map(|w| &mut w.process), Duration::ZERO);
+        kill(on_host.map(|w| &mut w.process));
     }
 
     /// The workers the next round may include: alive, on a host still listed and not

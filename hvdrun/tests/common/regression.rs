@@ -12,7 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use hvd::ReduceOp;
 use hvd::core::rng::SplitMix64;
-use hvd::elastic::{self, ElasticSampler, TensorState};
+use hvd::elastic::{self, ElasticSampler, State, TensorState};
 
 pub const EXAMPLES: usize = 512;
 pub const FEATURES: usize = 8;
@@ -93,42 +93,80 @@ fn append(path: &Path, line: &str) {
     file.write_all(format!("{line}\n").as_bytes()).unwrap();
 }
 
-/// What `ELASTIC_FAULT` asks this worker to do at `step` of `round`.
-fn inject(fault: &str, host: &str, slot: &str, step: u64, round: u64, rank: usize) -> Option<()> {
-    let mut words = fault.split(':');
-    match (words.next()?, words.next(), words.next()) {
-        // All of a host's workers die at once, as when the machine fails.
-        ("kill-host", Some(victim), Some(at)) if victim == host && at.parse() == Ok(step) => {
+/// Does what `ELASTIC_FAULT` (a comma-separated list) asks this worker to do at
+/// `step` of `round`; `false` when it asks for a wrong shape.
+///
+/// - `kill-host:<host>:<step>`: every worker of the host dies, as when the machine fails;
+/// - `kill-slot:<host>:<slot>:<step>`: that slot's worker dies;
+/// - `fail-on-join:<host>`: the host's workers fail on every round's first step;
+/// - `mismatch:<step>`: rank 1 submits another shape, a bug and not a lost host;
+/// - `die-in-sync:<host>:<n>` (see [`Faulty`]).
+fn inject(faults: &str, host: &str, slot: &str, step: u64, round: u64, rank: usize) -> bool {
+    let die = || {
+        append(
+            &out_dir().join("events"),
+            &format!("killed {host} {}", now_ms()),
+        );
+        // SAFETY: raise(3) has no memory-safety preconditions.
+        unsafe { libc::raise(libc::SIGKILL) };
+    };
+    for fault in faults.split(',').filter(|f| !f.is_empty()) {
+        let words: Vec<&str> = fault.split(':').collect();
+        let at = |i: usize| words.get(i).and_then(|w| w.parse::<u64>().ok());
+        match words.as_slice() {
+            ["kill-host", victim, _] if *victim == host && at(2) == Some(step) => die(),
+            ["kill-slot", victim, number, _]
+                if slot.starts_with(&format!("{victim}:{number}.")) && at(3) == Some(step) =>
+            {
+                die()
+            }
+            ["fail-on-join", victim] if *victim == host && round > 0 => {
+                eprintln!("worker {slot}: failing on joining round {round}");
+                std::process::exit(3);
+            }
+            ["mismatch", _] if at(1) == Some(step) && rank == 1 => return false,
+            _ => {}
+        }
+    }
+    true
+}
+
+/// The job's state, which can also kill its host's workers when they start their
+/// `n`-th round, before the state is synced: `ELASTIC_FAULT=die-in-sync:<host>:<n>`.
+struct Faulty {
+    state: TensorState,
+    fault: String,
+    host: String,
+    rounds: u64,
+}
+
+impl State for Faulty {
+    fn save(&mut self) -> hvd::Result<()> {
+        self.state.save()
+    }
+    fn restore(&mut self) -> hvd::Result<()> {
+        self.state.restore()
+    }
+    fn sync(&mut self, hvd: &hvd::Hvd, root: usize) -> hvd::Result<()> {
+        self.state.sync(hvd, root)
+    }
+    fn reset(&mut self, hvd: &hvd::Hvd) -> hvd::Result<()> {
+        self.rounds += 1;
+        let dies = self.fault.split(',').any(|fault| {
+            let words: Vec<&str> = fault.split(':').collect();
+            matches!(words.as_slice(), ["die-in-sync", victim, n]
+                if *victim == self.host && n.parse() == Ok(self.rounds))
+        });
+        if dies {
             append(
                 &out_dir().join("events"),
-                &format!("killed {host} {}", now_ms()),
+                &format!("killed {} {}", self.host, now_ms()),
             );
             // SAFETY: raise(3) has no memory-safety preconditions.
             unsafe { libc::raise(libc::SIGKILL) };
         }
-        // One slot of a host dies.
-        ("kill-slot", Some(victim), Some(at))
-            if slot.starts_with(&format!("{victim}.")) && at.parse() == Ok(step) =>
-        {
-            append(
-                &out_dir().join("events"),
-                &format!("killed {host} {}", now_ms()),
-            );
-            // SAFETY: as above.
-            unsafe { libc::raise(libc::SIGKILL) };
-        }
-        // The host fails whenever it joins a round.
-        ("fail-on-join", Some(victim), _) if victim == host && round > 0 => {
-            eprintln!("worker {slot}: failing on joining round {round}");
-            std::process::exit(3);
-        }
-        // Rank 1 submits another shape: a bug, not a lost host.
-        ("mismatch", Some(at), _) if at.parse() == Ok(step) && rank == 1 => {
-            return None;
-        }
-        _ => {}
+        self.state.reset(hvd)
     }
-    Some(())
 }
 
 /// The worker: trains under `hvd::elastic::run` and reports.
@@ -142,17 +180,22 @@ pub fn worker() {
         .and_then(|ms| ms.parse().ok())
         .map(std::time::Duration::from_millis);
     let out = out_dir();
-    let mut state = TensorState::new();
-    state.set("w", &[0.0f64; FEATURES]);
+    let mut state = Faulty {
+        state: TensorState::new(),
+        fault: fault.clone(),
+        host: host.clone(),
+        rounds: 0,
+    };
+    state.state.set("w", &[0.0f64; FEATURES]);
     let mut sampler = ElasticSampler::new(EXAMPLES, GLOBAL_BATCH).seed(Some(SEED));
     let mut executed = 0u64;
-    let result = elastic::run(&mut state, |ctx, state| {
+    let result = elastic::run(&mut state, |ctx, faulty| {
         let hvd = ctx.hvd().clone();
         let (rank, size) = (hvd.rank(), hvd.size());
-        sampler.load_from(state, "sampler");
-        let mut w: Vec<f64> = state.get("w").expect("weights");
-        let mut log: Vec<i64> = state.get("log").unwrap_or_default();
-        let mut steps = state.get_u64("steps").unwrap_or(0);
+        sampler.load_from(&faulty.state, "sampler");
+        let mut w: Vec<f64> = faulty.state.get("w").expect("weights");
+        let mut log: Vec<i64> = faulty.state.get("log").unwrap_or_default();
+        let mut steps = faulty.state.get_u64("steps").unwrap_or(0);
         append(
             &out.join("rounds"),
             &format!("{} {} {size} {rank} {slot} {steps}", ctx.round(), now_ms()),
@@ -169,7 +212,7 @@ pub fn worker() {
             }
             let mine = sampler.next_batch(rank, size).to_vec();
             let mut grad = gradient(&w, &mine);
-            if inject(&fault, &host, &slot, steps, ctx.round(), rank).is_none() {
+            if !inject(&fault, &host, &slot, steps, ctx.round(), rank) {
                 grad.push(0.0);
             }
             let summed = hvd.allreduce("grad", grad, ReduceOp::Sum)?;
@@ -182,11 +225,11 @@ pub fn worker() {
             executed += 1;
             let last = sampler.epoch_done() && sampler.epoch() + 1 >= EPOCHS;
             if steps.is_multiple_of(COMMIT_EVERY) || last {
-                state.set("w", &w);
-                state.set("log", &log);
-                state.set_u64("steps", steps);
-                sampler.save_to(state, "sampler");
-                ctx.commit(state)?;
+                faulty.state.set("w", &w);
+                faulty.state.set("log", &log);
+                faulty.state.set_u64("steps", steps);
+                sampler.save_to(&mut faulty.state, "sampler");
+                ctx.commit(faulty)?;
             }
         }
         Ok((rank, w, log, steps))
