@@ -34,6 +34,19 @@ pub enum Error {
         reason: String,
     },
 
+    /// An operation that cannot run while some ranks of the group have joined (declared
+    /// they have no more data): only allreduce can, with zeros from the joined ranks.
+    #[error(
+        "rank {rank}: {op} of tensor '{tensor}' cannot run while rank {joined} has joined: {reason}"
+    )]
+    Joined {
+        rank: usize,
+        op: &'static str,
+        tensor: String,
+        joined: usize,
+        reason: String,
+    },
+
     /// A peer disappeared (closed, reset or died) while this rank needed it. An empty
     /// `tensor` leaves the tensor out (operations on no tensor: barrier, negotiation).
     #[error(

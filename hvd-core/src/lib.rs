@@ -14,6 +14,8 @@
 //! - the vocabulary: [`DType`], [`ReduceOp`] and [`Reduction`], [`Device`], tensor views
 //!   ([`Tensor`], [`TensorMut`]), [`Topology`];
 //! - [`kernels`]: the reduction kernels, the single definition of reduction semantics;
+//!   [`adasum`]: Horovod's scale-invariant combination of gradients, as an algorithm over
+//!   any `Collective`;
 //! - [`Store`]: rendezvous key-value storage, with in-memory and shared-directory
 //!   implementations;
 //! - [`Error`]: the one error type;
@@ -60,6 +62,7 @@
 //! A router that sends CPU tensors to one transport and CUDA tensors to another is itself
 //! a `Collective`: it asks [`Collective::supports`] and forwards.
 
+pub mod adasum;
 pub mod auth;
 pub mod collective;
 pub mod compression;

@@ -27,19 +27,26 @@ pub fn process_set(id: usize) -> PyResult<ProcessSet> {
     })
 }
 
-/// Joins the job the launcher started (a job of one rank without one); a second call is
-/// a no-op, as in Horovod. `process_sets` are created at start, ids 1, 2, ... in order.
+/// Joins the job the launcher started (a job of one rank without one). A second call is
+/// a no-op, as in Horovod, while the job runs; once it has ended (shut down here or by
+/// another rank) it starts the job again. `process_sets` are created at start, ids 1,
+/// 2, ... in order. Returns whether it started a job.
 #[pyfunction]
 #[pyo3(signature = (process_sets = Vec::new()))]
-pub fn init(py: Python<'_>, process_sets: Vec<Vec<usize>>) -> PyResult<()> {
+pub fn init(py: Python<'_>, process_sets: Vec<Vec<usize>>) -> PyResult<bool> {
     let mut job = JOB.write().unwrap_or_else(PoisonError::into_inner);
-    if job.is_none() {
-        let hvd = py
-            .detach(|| hvd::Builder::new().process_sets(process_sets).build())
-            .map_err(to_py)?;
-        *job = Some(hvd);
+    if let Some(running) = job.as_ref() {
+        if running.stopped().is_none() {
+            return Ok(false);
+        }
+        let ended = job.take();
+        py.detach(|| ended.map(hvd::Hvd::shutdown));
     }
-    Ok(())
+    let hvd = py
+        .detach(|| hvd::Builder::new().process_sets(process_sets).build())
+        .map_err(to_py)?;
+    *job = Some(hvd);
+    Ok(true)
 }
 
 /// Leaves the job; the other ranks' pending and later collectives fail naming this rank.
@@ -92,10 +99,41 @@ pub fn process_set_ranks(id: usize) -> PyResult<Vec<usize>> {
     Ok(process_set(id)?.ranks().to_vec())
 }
 
-/// Starts recording the Timeline to `path` (written by rank 0).
+/// Starts recording the Timeline to `path` (written by rank 0), marking every
+/// negotiation cycle when `mark_cycles`.
 #[pyfunction]
-pub fn start_timeline(path: std::path::PathBuf) -> PyResult<()> {
-    current()?.start_timeline(path).map_err(to_py)
+#[pyo3(signature = (path, mark_cycles = false))]
+pub fn start_timeline(path: std::path::PathBuf, mark_cycles: bool) -> PyResult<()> {
+    let hvd = current()?;
+    hvd.mark_timeline_cycles(mark_cycles);
+    hvd.start_timeline(path).map_err(to_py)
+}
+
+/// Whether every host of the job runs the same number of ranks.
+#[pyfunction]
+pub fn is_homogeneous() -> PyResult<bool> {
+    let hvd = current()?;
+    let hosts = hvd
+        .topology()
+        .map(|t| t.hosts().to_vec())
+        .unwrap_or_default();
+    let per_host = |host: &u32| hosts.iter().filter(|h| *h == host).count();
+    Ok(hosts.iter().all(|h| per_host(h) == hvd.local_size()))
+}
+
+/// The transport the job runs on (`shm`, `tcp`, `hierarchical`, `mpi`, `rdma`).
+#[pyfunction]
+pub fn transport() -> PyResult<&'static str> {
+    Ok(current()?.transport())
+}
+
+/// The transports compiled into this build, by name.
+#[pyfunction]
+pub fn built_transports() -> Vec<&'static str> {
+    hvd::Backend::compiled()
+        .into_iter()
+        .map(hvd::Backend::name)
+        .collect()
 }
 
 #[pyfunction]

@@ -33,6 +33,10 @@ fn _hvd(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(job::process_set_ranks, m)?)?;
     m.add_function(wrap_pyfunction!(job::start_timeline, m)?)?;
     m.add_function(wrap_pyfunction!(job::stop_timeline, m)?)?;
+    m.add_function(wrap_pyfunction!(job::transport, m)?)?;
+    m.add_function(wrap_pyfunction!(job::is_homogeneous, m)?)?;
+    m.add_function(wrap_pyfunction!(job::built_transports, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(collectives::allreduce_async, m)?)?;
     m.add_function(wrap_pyfunction!(collectives::broadcast_async, m)?)?;
     m.add_function(wrap_pyfunction!(collectives::allgather_async, m)?)?;

@@ -47,6 +47,7 @@ pub(crate) enum InPlaceOp {
     Broadcast {
         root: usize,
     },
+    Adasum,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -79,6 +80,7 @@ impl InPlaceOp {
         match self {
             InPlaceOp::Allreduce { reduction, .. } => BatchKey::Allreduce(reduction),
             InPlaceOp::Broadcast { root } => BatchKey::Broadcast(root),
+            InPlaceOp::Adasum => BatchKey::Adasum,
         }
     }
 }
@@ -96,6 +98,7 @@ impl Work {
                     compression,
                 },
                 InPlaceOp::Broadcast { root } => Op::Broadcast { root },
+                InPlaceOp::Adasum => Op::Adasum,
             },
             Work::Resized { op, .. } => match op {
                 ResizedOp::Allgather => Op::Allgather,

@@ -111,11 +111,11 @@ impl Builder {
                     (None, Some(world)) => Backend::for_world(world)?,
                     (None, None) => Backend::from_env()?,
                 };
-                let world = match self.world {
-                    Some(world) => world,
-                    None => transport::world(backend)?,
+                let collective = match self.world {
+                    Some(world) => transport::connect(backend, &world)?,
+                    None => transport::connect_start(backend, &transport::world(backend)?)?,
                 };
-                Arc::from(transport::connect(backend, &world)?)
+                Arc::from(collective)
             }
         };
         let router = self

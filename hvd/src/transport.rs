@@ -8,8 +8,10 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-use hvd_core::{Collective, Error, Result};
+use hvd_core::{Collective, Error, PrefixStore, Result};
 
 use crate::World;
 use crate::witness::LossWitness;
@@ -150,9 +152,39 @@ pub fn world(backend: Backend) -> Result<World> {
     }
 }
 
+/// How many times this process has started the job its environment describes: a start
+/// after the first (`Hvd::shutdown`, then `hvd::init()` again, as `hvd.init()` after
+/// `hvd.shutdown()` in Python) rendezvouses under fresh store keys, so it never meets the
+/// addresses of the last one. Every rank of a job starts the same number of times, as
+/// Horovod requires.
+static STARTS: AtomicUsize = AtomicUsize::new(0);
+
+/// Connects this rank of the environment's job (`world`, from [`world`]) for this
+/// process's next start of it, and checks in with the launcher.
+pub(crate) fn connect_start(backend: Backend, world: &World) -> Result<Box<dyn Collective>> {
+    let start = STARTS.fetch_add(1, Ordering::Relaxed);
+    if start == 0 {
+        return connect(backend, world);
+    }
+    // The transport meets the others under the start's keys; what ranks tell their
+    // launcher (check-in, lost peers) stays where it reads it.
+    let fresh = World {
+        store: Arc::new(PrefixStore::new(
+            world.store.clone(),
+            format!("restart{start}/"),
+        )),
+        ..world.clone()
+    };
+    connected(connect_transport(backend, &fresh)?, world)
+}
+
 /// Connects this rank of `world` through `backend`, and checks in with the launcher.
 pub fn connect(backend: Backend, world: &World) -> Result<Box<dyn Collective>> {
-    let collective = connect_transport(backend, world)?;
+    connected(connect_transport(backend, world)?, world)
+}
+
+/// `collective`, connected, once the launcher of `world` knows.
+fn connected(collective: Box<dyn Collective>, world: &World) -> Result<Box<dyn Collective>> {
     // Every program that connects this way shows in its launcher's progress, and is not
     // taken for a rank that never started.
     world.check_in();
@@ -182,7 +214,7 @@ fn hierarchical_over<C: Collective + 'static>(
         let host = topology.hosts()[topology.rank()];
         let store = hvd_core::PrefixStore::new(world.store.clone(), format!("hier/host{host}/"));
         let local = hvd_shm::ShmCollective::connect(
-            std::sync::Arc::new(store),
+            Arc::new(store),
             topology.local_rank(),
             topology.local_size(),
             hvd_shm::ShmConfig::from_env()?,

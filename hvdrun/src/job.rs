@@ -247,7 +247,8 @@ impl Job {
         Ok((secret, server))
     }
 
-    /// The variables that place rank `rank` of a job of fixed size.
+    /// The variables that place rank `rank` of a job of fixed size, under hvd's names
+    /// and Horovod's (`HOROVOD_RANK`, ...), which programs written for Horovod read.
     fn rank_env(
         &self,
         rank: usize,
@@ -255,15 +256,23 @@ impl Job {
         placement: &Placement,
         cross_size: usize,
     ) -> Vec<(String, String)> {
-        vec![
-            ("HVD_RANK".to_string(), rank.to_string()),
-            ("HVD_SIZE".into(), self.np.to_string()),
-            ("HVD_LOCAL_RANK".into(), placement.local_rank.to_string()),
-            ("HVD_LOCAL_SIZE".into(), placement.local_size.to_string()),
-            ("HVD_CROSS_RANK".into(), placement.host.to_string()),
-            ("HVD_CROSS_SIZE".into(), cross_size.to_string()),
-            ("HVD_HOSTNAME".into(), host.name.clone()),
-        ]
+        let place = [
+            ("RANK", rank.to_string()),
+            ("SIZE", self.np.to_string()),
+            ("LOCAL_RANK", placement.local_rank.to_string()),
+            ("LOCAL_SIZE", placement.local_size.to_string()),
+            ("CROSS_RANK", placement.host.to_string()),
+            ("CROSS_SIZE", cross_size.to_string()),
+            ("HOSTNAME", host.name.clone()),
+        ];
+        ["HVD", "HOROVOD"]
+            .iter()
+            .flat_map(|prefix| {
+                place
+                    .iter()
+                    .map(move |(name, value)| (format!("{prefix}_{name}"), value.clone()))
+            })
+            .collect()
     }
 
     /// Where the rendezvous server listens: loopback for a job on this host alone,

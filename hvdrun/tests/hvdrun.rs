@@ -126,6 +126,56 @@ fn every_line_is_tagged_with_its_rank_and_stream() {
 }
 
 #[test]
+fn each_rank_gets_its_place_under_hvds_names_and_horovods() {
+    let out = hvdrun(&[
+        "-np",
+        "2",
+        "sh",
+        "-c",
+        "echo $HOROVOD_RANK $HOROVOD_SIZE $HOROVOD_LOCAL_RANK $HOROVOD_LOCAL_SIZE \
+         $HOROVOD_CROSS_RANK $HOROVOD_CROSS_SIZE $HOROVOD_HOSTNAME; \
+         echo $HVD_RANK $HVD_SIZE $HVD_LOCAL_RANK $HVD_LOCAL_SIZE $HVD_CROSS_RANK \
+         $HVD_CROSS_SIZE $HVD_HOSTNAME",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        sorted_lines(&out.stdout),
+        [
+            "[0]<stdout>: 0 2 0 2 0 1 localhost",
+            "[0]<stdout>: 0 2 0 2 0 1 localhost",
+            "[1]<stdout>: 1 2 1 2 0 1 localhost",
+            "[1]<stdout>: 1 2 1 2 0 1 localhost"
+        ]
+    );
+}
+
+#[test]
+fn horovods_flags_reach_the_ranks_and_unknown_ones_never_run() {
+    let out = hvdrun(&[
+        "-np",
+        "1",
+        "--gloo",
+        "--fusion-threshold-mb",
+        "32",
+        "--stall-check-shutdown-time-seconds",
+        "60",
+        "sh",
+        "-c",
+        "echo $HVD_FUSION_THRESHOLD $HVD_STALL_SHUTDOWN_TIME",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "[0]<stdout>: 32MiB 60s\n");
+    let out = hvdrun(&["-np", "1", "--glo", "touch", "should-not-exist"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).starts_with("error: unexpected argument '--glo' found"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!std::path::Path::new("should-not-exist").exists());
+}
+
+#[test]
 fn output_filename_writes_each_rank_to_its_own_files() {
     let dir = tempfile::tempdir().unwrap();
     let logs = dir.path().join("logs");

@@ -11,6 +11,7 @@
 //! - `bench-mpi`: hvd's MPI transport next to plain `MPI_Allreduce`, as overheads.
 //! - `scaling`: hvd-bench across the simulated cluster, for the scaling model.
 //! - `fuzz`: every fuzz target of `fuzz/` for a few seconds each (CI), or longer.
+//! - `horovod-tests`: Horovod's own PyTorch test suite and examples against `hvd.torch`.
 
 mod backends;
 mod bench_fabric;
@@ -19,6 +20,7 @@ mod bench_peers;
 mod bench_torch;
 mod cluster;
 mod fuzz;
+mod horovod_tests;
 mod interrupt;
 mod measure;
 mod python;
@@ -62,7 +64,14 @@ commands:
       for `hvd-bench model`.
   fuzz [--seconds 12 | --runs N]
       Run every fuzz target (needs cargo-fuzz) from its kept corpus: every decoder of
-      bytes another process sends.";
+      bytes another process sends.
+  horovod-tests [--suite DIR] [--parts whole,iso,examples] [--only 'test_a test_b']
+      Build the hvd wheel into $HVD_VENV and run Horovod's own PyTorch test suite and
+      two of its examples with it (the suite's run.sh, 2 ranks: the whole file in one
+      job, each test in a job of its own, the examples); fail on any test that is not
+      passed, or skipped or failed for a listed reason (a GPU, Horovod's own skips,
+      torch's Muon in the optimizer sweeps). The suite is ../shared/horovod-tests beside
+      the repository unless --suite or HVD_HOROVOD_TESTS says otherwise.";
 
 /// The workspace's root directory (xtask lives one level below it).
 pub(crate) fn workspace_root() -> std::path::PathBuf {
@@ -81,6 +90,7 @@ fn main() -> ExitCode {
         Some("bench-mpi") => bench_mpi::run(&args[1..]),
         Some("scaling") => scaling::run(&args[1..]),
         Some("fuzz") => fuzz::run(&args[1..]),
+        Some("horovod-tests") => horovod_tests::run(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             Ok(())

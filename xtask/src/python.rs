@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// What to install into a fresh environment for the Python tests.
-const PACKAGES: &str = "torch numpy maturin pytest";
+/// cloudpickle: `hvd.run` sends the function to its ranks with it, as Horovod does.
+const PACKAGES: &str = "torch numpy maturin pytest cloudpickle";
 
 /// The virtual environment: `HVD_VENV`, else `~/.cache/hvd-venv`.
 pub fn venv() -> PathBuf {
@@ -27,14 +28,14 @@ pub fn install_hint(venv: &Path) -> String {
 pub fn ready(venv: &Path) -> Result<(), String> {
     let python = venv.join("bin/python");
     let works = Command::new(&python)
-        .args(["-c", "import torch, maturin, pytest"])
+        .args(["-c", "import torch, maturin, pytest, cloudpickle"])
         .output()
         .is_ok_and(|o| o.status.success());
     if works {
         Ok(())
     } else {
         Err(format!(
-            "no virtual environment with torch, maturin and pytest at {}",
+            "no virtual environment with torch, maturin, pytest and cloudpickle at {}",
             venv.display()
         ))
     }
@@ -133,7 +134,7 @@ mod tests {
         assert_eq!(
             install_hint(venv),
             "python3 -m venv /nonexistent/hvd-venv && /nonexistent/hvd-venv/bin/pip install \
-             torch numpy maturin pytest"
+             torch numpy maturin pytest cloudpickle"
         );
     }
 }

@@ -4,6 +4,7 @@
 
 mod check;
 mod cli;
+mod horovod;
 mod probe;
 
 use std::process::ExitCode;
@@ -91,6 +92,8 @@ fn run(cli: &Cli) -> Result<JobOutcome, String> {
         None if cli.elastic || cli.host_discovery_script.is_some() => 1,
         None => return Err("-np N is required: how many ranks to start".into()),
     };
+    let mut env = cli.horovod.environment()?;
+    env.extend(cli::exported(&cli.env)?);
     let output = match &cli.output_filename {
         Some(dir) => Output::Files(dir.clone()),
         None => Output::Tagged,
@@ -102,10 +105,14 @@ fn run(cli: &Cli) -> Result<JobOutcome, String> {
         .start_timeout(seconds("start-timeout", cli.start_timeout)?)
         .handle_interrupts()
         .progress("hvdrun");
-    for (name, value) in cli::exported(&cli.env)? {
+    let hosts = hosts(cli)?;
+    if cli.verbose {
+        describe(np, hosts.as_deref(), &cli.command, &env);
+    }
+    for (name, value) in env {
         job = job.env(name, value);
     }
-    if let Some(hosts) = hosts(cli)? {
+    if let Some(hosts) = hosts {
         job = job.hosts(hosts);
     }
     if let Some(names) = &cli.network_interface {
@@ -174,4 +181,23 @@ fn refuse_mpi(cli: &Cli) -> Result<(), String> {
         return Err("an elastic job cannot run over MPI, whose world is fixed when the job starts: use the default transport (unset HVD_BACKEND), which hvdrun's rounds can rebuild".into());
     }
     Ok(())
+}
+
+/// What `--verbose` prints before the job starts.
+fn describe(np: u32, hosts: Option<&[Host]>, command: &[String], env: &[(String, String)]) {
+    let placed = match hosts {
+        Some(hosts) => hosts
+            .iter()
+            .map(|h| format!("{}:{}", h.name, h.slots))
+            .collect::<Vec<_>>()
+            .join(","),
+        None => "this host".into(),
+    };
+    eprintln!(
+        "hvdrun: starting {np} rank(s) on {placed}: {}",
+        command.join(" ")
+    );
+    for (name, value) in env {
+        eprintln!("hvdrun: every rank gets {name}={value}");
+    }
 }
