@@ -136,8 +136,9 @@ impl Figure {
             ));
         }
         let implementations = implementations(&drawn);
-        let mut by_np: BTreeMap<usize, BTreeMap<usize, BTreeMap<usize, (f64, usize)>>> =
-            BTreeMap::new();
+        // Rank count -> implementation -> size -> (bus bandwidth, line).
+        type Sizes = BTreeMap<usize, (f64, usize)>;
+        let mut by_np: BTreeMap<usize, BTreeMap<usize, Sizes>> = BTreeMap::new();
         for m in &drawn {
             let index = implementations
                 .iter()
@@ -210,32 +211,31 @@ mod tests {
         assert_eq!(figure.source, "peers.jsonl");
         assert_eq!(figure.implementations, ["hvd tcp", "Open MPI TCP"]);
         // busbw = bytes / time x 2(n-1)/n: 1 MB in 500 µs on 2 ranks is 2 GB/s.
-        let panels: Vec<(usize, Vec<(usize, Vec<(usize, String)>)>)> = figure
+        let series: Vec<String> = figure
             .panels
             .iter()
-            .map(|panel| {
-                let series = panel.series.iter().map(|s| {
-                    let points = s.points.iter().map(|&(b, bw)| (b, format!("{bw:.6}")));
-                    (s.implementation, points.collect())
-                });
-                (panel.np, series.collect())
+            .flat_map(|panel| {
+                panel.series.iter().map(|s| {
+                    let points: Vec<String> = s
+                        .points
+                        .iter()
+                        .map(|(bytes, gbps)| format!("{bytes} B {gbps:.3} GB/s"))
+                        .collect();
+                    format!(
+                        "np {} #{}: {}",
+                        panel.np,
+                        s.implementation,
+                        points.join(", ")
+                    )
+                })
             })
             .collect();
-        let gbps = |text: &str| text.to_string();
         assert_eq!(
-            panels,
+            series,
             [
-                (
-                    2,
-                    vec![
-                        (
-                            0,
-                            vec![(1000, gbps("0.100000")), (1_000_000, gbps("2.000000"))]
-                        ),
-                        (1, vec![(1_000_000, gbps("1.000000"))]),
-                    ]
-                ),
-                (4, vec![(0, vec![(1_000_000, gbps("2.000000"))])]),
+                "np 2 #0: 1000 B 0.100 GB/s, 1000000 B 2.000 GB/s",
+                "np 2 #1: 1000000 B 1.000 GB/s",
+                "np 4 #0: 1000000 B 2.000 GB/s",
             ]
         );
     }
