@@ -69,15 +69,7 @@ impl Context {
         let Some(worker) = &self.worker else {
             return Ok(());
         };
-        let changed = if self.hvd.rank() == 0 {
-            i32::from(worker.updates()? > self.updates)
-        } else {
-            0
-        };
-        let changed = self
-            .hvd
-            .allreduce("hvd.elastic.hosts", vec![changed], ReduceOp::Max)?;
-        if changed[0] == 0 {
+        if !worker.hosts_updated(&self.hvd, self.updates)? {
             return Ok(());
         }
         Err(Error::HostsUpdated {
@@ -89,25 +81,33 @@ impl Context {
     /// Makes every rank's state the newest committed one: the lowest rank holding the
     /// most commits sends it. Then keeps it as every rank's last commit.
     pub(crate) fn sync(&mut self, state: &mut impl State) -> Result<()> {
-        let (hvd, rank) = (&self.hvd, self.hvd.rank());
-        let mine = i64::try_from(self.commits).unwrap_or(i64::MAX);
-        let newest = hvd.allreduce("hvd.elastic.commits", vec![mine], ReduceOp::Max)?[0];
-        let candidate = if mine == newest {
-            rank as i64
-        } else {
-            i64::MAX
-        };
-        let root = hvd.allreduce("hvd.elastic.root", vec![candidate], ReduceOp::Min)?[0];
-        let root = usize::try_from(root).map_err(|_| {
-            Error::invalid(
-                rank,
-                "elastic sync",
-                "hvd.elastic.root",
-                format!("no rank holds commit {newest}"),
-            )
-        })?;
-        state.sync(hvd, root)?;
-        self.commits = newest as u64;
+        let (root, newest) = newest_root(&self.hvd, self.commits)?;
+        state.sync(&self.hvd, root)?;
+        self.commits = newest;
         state.save()
     }
+}
+
+/// The rank whose state every rank takes when a round starts: the lowest rank holding
+/// the newest commit, and that commit's count. Collective over the round; `commits` is
+/// how many this rank has made.
+pub fn newest_root(hvd: &Hvd, commits: u64) -> Result<(usize, u64)> {
+    let rank = hvd.rank();
+    let mine = i64::try_from(commits).unwrap_or(i64::MAX);
+    let newest = hvd.allreduce("hvd.elastic.commits", vec![mine], ReduceOp::Max)?[0];
+    let candidate = if mine == newest {
+        rank as i64
+    } else {
+        i64::MAX
+    };
+    let root = hvd.allreduce("hvd.elastic.root", vec![candidate], ReduceOp::Min)?[0];
+    let root = usize::try_from(root).map_err(|_| {
+        Error::invalid(
+            rank,
+            "elastic sync",
+            "hvd.elastic.root",
+            format!("no rank holds commit {newest}"),
+        )
+    })?;
+    Ok((root, newest as u64))
 }

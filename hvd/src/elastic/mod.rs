@@ -53,12 +53,12 @@ use std::sync::Arc;
 use hvd_core::{Error, Result};
 use hvd_rendezvous::elastic::{Leaving, NextRound};
 
-pub use context::Context;
+pub use context::{Context, newest_root};
 pub use sampler::ElasticSampler;
 pub use state::{State, TensorState};
 
 use crate::Builder;
-use worker::Worker;
+pub use worker::Worker;
 
 /// Runs `train` elastically with [`Builder::new`]'s defaults: see [`Runner::run`].
 pub fn run<S: State, T>(
@@ -119,14 +119,14 @@ impl Runner {
         let worker = Arc::new(worker);
         // A failure before the first commit goes back to the start.
         state.save()?;
-        let (mut after, mut commits) = (worker.after, 0);
+        let (mut after, mut commits) = (worker.after(), 0);
         loop {
             let (round, assignment) = match worker.next_round(after)? {
                 NextRound::Joined { round, assignment } => (round, assignment),
                 NextRound::Removed { round } => {
                     eprintln!(
                         "hvd: worker {} has no place in round {round}: its host was removed from the job; exiting",
-                        worker.id
+                        worker.id()
                     );
                     return Ok(None);
                 }
@@ -152,7 +152,7 @@ impl Runner {
                 Err(e) if e.is_recoverable() => {
                     tracing::warn!(
                         "worker {}: round {round} failed, back to commit {commits}: {e}",
-                        worker.id
+                        worker.id()
                     );
                     state.restore()?;
                     Leaving::Failed

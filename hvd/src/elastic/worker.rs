@@ -10,7 +10,7 @@ use hvd_rendezvous::elastic::{
     updates, waiting_key,
 };
 
-use crate::World;
+use crate::{Hvd, ReduceOp, World};
 
 /// How long a worker waits for a round to include it, set by hvdrun from
 /// `--elastic-timeout`.
@@ -19,14 +19,18 @@ const TIMEOUT_VAR: &str = "HVD_ELASTIC_TIMEOUT";
 /// The wait without hvdrun's word: Horovod's default elastic timeout.
 const DEFAULT_ROUND_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// A process hvdrun started on one slot of one host of an elastic job.
-pub(crate) struct Worker {
-    /// `host:slot`, which names it for as long as it lives.
-    pub id: String,
+/// A process hvdrun started on one slot of one host of an elastic job: what [`run`]
+/// uses to move from round to round, public for other fronts (the Python one) that run
+/// their own loop.
+///
+/// [`run`]: super::run
+pub struct Worker {
+    /// `host:slot.N`, which names it for as long as it lives.
+    id: String,
     /// The job's store, served by hvdrun.
     store: Arc<dyn Store>,
     /// The newest round formed when hvdrun started it: it joins a later one.
-    pub after: u64,
+    after: u64,
     round_timeout: Duration,
 }
 
@@ -59,6 +63,16 @@ impl Worker {
         }))
     }
 
+    /// The worker's name in the job (`host:slot.N`).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The newest round formed when hvdrun started this worker: it joins a later one.
+    pub fn after(&self) -> u64 {
+        self.after
+    }
+
     /// Waits for a round newer than `after`.
     pub fn next_round(&self, after: u64) -> Result<NextRound> {
         next_round(self.store.as_ref(), &self.id, after, self.round_timeout)
@@ -78,6 +92,19 @@ impl Worker {
     /// How many host changes hvdrun has announced.
     pub fn updates(&self) -> Result<u64> {
         updates(self.store.as_ref())
+    }
+
+    /// Whether hvdrun has announced host changes since the round was formed with
+    /// `updates_at_round` of them. Collective over the round: rank 0 asks hvdrun and
+    /// every rank follows its answer, so all leave at the same step.
+    pub fn hosts_updated(&self, hvd: &Hvd, updates_at_round: u64) -> Result<bool> {
+        let changed = if hvd.rank() == 0 {
+            i32::from(self.updates()? > updates_at_round)
+        } else {
+            0
+        };
+        let changed = hvd.allreduce("hvd.elastic.hosts", vec![changed], ReduceOp::Max)?;
+        Ok(changed[0] != 0)
     }
 
     /// Tells hvdrun this worker left `round` and waits for the next one. A store that
