@@ -158,7 +158,7 @@ impl Runner {
                     Leaving::Failed
                 }
                 Err(e) => {
-                    worker.report_fatal(&e);
+                    worker.report_fatal(&e.to_string());
                     return Err(e);
                 }
             };

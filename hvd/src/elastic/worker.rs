@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hvd_core::units::parse_timeout;
-use hvd_core::{Error, PrefixStore, Result, Store, env};
+use hvd_core::{PrefixStore, Result, Store, env};
 use hvd_rendezvous::elastic::{
     AFTER_VAR, Assignment, Leaving, NextRound, WORKER_VAR, fatal_key, next_round, round_prefix,
     updates, waiting_key,
@@ -121,11 +121,10 @@ impl Worker {
         }
     }
 
-    /// Tells hvdrun this worker failed with an error no round cures; the job ends with it.
-    pub fn report_fatal(&self, error: &Error) {
-        let posted = self
-            .store
-            .set(&fatal_key(&self.id), error.to_string().as_bytes());
+    /// Tells hvdrun this worker failed with an error no round cures (`message` says
+    /// which); the job ends with it.
+    pub fn report_fatal(&self, message: &str) {
+        let posted = self.store.set(&fatal_key(&self.id), message.as_bytes());
         if let Err(e) = posted {
             tracing::warn!(
                 "worker {}: could not report its failure to hvdrun: {e}",
