@@ -44,6 +44,9 @@ pub struct Cluster {
     pub hosts: Vec<Host>,
     pub dir: PathBuf,
     pub description: PathBuf,
+    /// Held while the cluster is up: the network names are fixed, so a second cluster
+    /// would tear this one down.
+    _lock: std::fs::File,
 }
 
 fn run(program: &str, args: &[&str]) -> Result<String, String> {
@@ -135,6 +138,43 @@ fn remove_namespace(ns: &str) {
     let _ = ip(&["netns", "del", ns]);
 }
 
+/// The machine-wide lock on the simulated cluster, or who holds it: a second cluster
+/// would reuse the same namespaces, bridge and addresses, and its start removes the
+/// first's as leftovers.
+fn exclusive() -> Result<std::fs::File, String> {
+    exclusive_at(&std::env::temp_dir().join("hvd-cluster.lock"))
+}
+
+fn exclusive_at(path: &Path) -> Result<std::fs::File, String> {
+    use std::fs::TryLockError;
+    use std::io::{Read, Seek, Write};
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            return Err(format!(
+                "another simulated cluster is up (process {}, lock {}): two cannot share \
+                 its network names; wait for that test-cluster to end",
+                holder.trim(),
+                path.display()
+            ));
+        }
+        Err(TryLockError::Error(e)) => return Err(format!("{}: {e}", path.display())),
+    }
+    let _ = file.set_len(0);
+    let _ = file.rewind();
+    let _ = write!(file, "{}", std::process::id());
+    Ok(file)
+}
+
 fn keygen(path: &Path) -> Result<(), String> {
     let path = path.to_str().ok_or("non-UTF-8 path")?;
     run("ssh-keygen", &["-q", "-t", "ed25519", "-N", "", "-f", path]).map(drop)
@@ -149,6 +189,7 @@ impl Cluster {
         if spec.ranks_per_host == 0 {
             return Err("--ranks-per-host must be at least 1".into());
         }
+        let lock = exclusive()?;
         remove_leftovers();
         let dir = std::env::temp_dir().join(format!("hvd-cluster-{}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -157,6 +198,7 @@ impl Cluster {
             dir,
             hosts: Vec::new(),
             spec,
+            _lock: lock,
         };
         cluster.build()?;
         Ok(cluster)
@@ -316,5 +358,29 @@ impl Drop for Cluster {
         }
         let _ = ip(&["link", "del", BRIDGE]);
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_cluster_is_refused_naming_the_process_that_holds_the_first() {
+        let path = std::env::temp_dir().join(format!("hvd-lock-test-{}", std::process::id()));
+        let first = exclusive_at(&path).unwrap();
+        let why = exclusive_at(&path).unwrap_err();
+        assert_eq!(
+            why,
+            format!(
+                "another simulated cluster is up (process {}, lock {}): two cannot share its \
+                 network names; wait for that test-cluster to end",
+                std::process::id(),
+                path.display()
+            )
+        );
+        drop(first);
+        assert!(exclusive_at(&path).is_ok(), "the lock outlived its cluster");
+        let _ = std::fs::remove_file(&path);
     }
 }

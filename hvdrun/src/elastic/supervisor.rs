@@ -27,6 +27,13 @@ const POLL: Duration = Duration::from_millis(10);
 /// it judges: peers of a dead rank fail within milliseconds.
 const SETTLE: Duration = Duration::from_millis(300);
 
+/// How much longer hvdrun waits for the rank it would blame when that rank is alive,
+/// silent, and on a host another member reported from. When detection is by timeout
+/// (a cut link, a frozen rank), the ranks that waited on a waiting rank time out about
+/// when it does, and on a loaded machine may report first; it then names the rank it
+/// waited for. A rank on a host nobody reaches never reports, so it costs no wait.
+const REACHABLE_PATIENCE: Duration = Duration::from_secs(3);
+
 /// How long a round waits after the last change (a worker started, a host found) so
 /// that changes close together make one round.
 const JOIN_WINDOW: Duration = Duration::from_millis(200);
@@ -176,7 +183,8 @@ impl Supervisor<'_> {
                 }
                 Phase::Failing { since } => {
                     let all_reported = self.members.iter().all(|m| self.left(*m));
-                    if all_reported || since.elapsed() >= SETTLE {
+                    let settled = since.elapsed() >= SETTLE && !self.accused_may_yet_report(since);
+                    if all_reported || settled {
                         self.blame();
                         self.phase = Phase::Forming;
                         self.changed_at = Instant::now();
@@ -285,12 +293,10 @@ impl Supervisor<'_> {
         })
     }
 
-    /// Judges the failed round: the root cause's host alone is charged and its workers
-    /// stopped.
-    fn blame(&mut self) {
+    /// What hvdrun knows of each member of the failed round, in rank order.
+    fn seen(&self) -> Vec<Seen> {
         let round = self.round_store();
-        let seen: Vec<Seen> = self
-            .members
+        self.members
             .iter()
             .enumerate()
             .map(|(rank, m)| Seen {
@@ -298,7 +304,29 @@ impl Supervisor<'_> {
                 killed_by_signal: self.workers[*m].process.killed_by_signal(),
                 lost: lost_by(&round, rank),
             })
-            .collect();
+            .collect()
+    }
+
+    /// Whether the rank the others name is alive, has not reported, and could still:
+    /// another member on its host reported, so its host reaches hvdrun.
+    fn accused_may_yet_report(&self, since: Instant) -> bool {
+        if since.elapsed() >= SETTLE + REACHABLE_PATIENCE {
+            return false;
+        }
+        let seen = self.seen();
+        let first = seen.iter().position(|s| s.failed).unwrap_or(0);
+        let accused = self.members[verdict(&seen, first).root];
+        let host = &self.workers[accused].host;
+        !self.left(accused)
+            && self.members.iter().any(|m| {
+                *m != accused && self.workers[*m].host == *host && self.leaving(*m).is_some()
+            })
+    }
+
+    /// Judges the failed round: the root cause's host alone is charged and its workers
+    /// stopped.
+    fn blame(&mut self) {
+        let seen = self.seen();
         let first = seen.iter().position(|s| s.failed).unwrap_or(0);
         let Verdict { mut root, lost_by } = verdict(&seen, first);
         // Nobody named anyone: a member that neither failed nor left is the one the
