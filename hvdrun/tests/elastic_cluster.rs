@@ -64,6 +64,36 @@ fn address(cluster: &Cluster, index: usize) -> String {
     cluster.hosts[index].address.to_string()
 }
 
+/// Stops hvdrun (which stops its workers) and fails the test with `why`, the rounds the
+/// workers started and what hvdrun said.
+fn give_up(child: &mut std::process::Child, out: &Path, why: &str) -> ! {
+    let pid = child.id().to_string();
+    let _ = Command::new("kill").args(["-TERM", &pid]).status();
+    let said = child
+        .stderr
+        .take()
+        .map(|e| std::io::read_to_string(e).unwrap_or_default())
+        .unwrap_or_default();
+    let _ = child.wait();
+    let rounds = regression::lines(out, "rounds");
+    panic!("{why}; rounds: {rounds:?}; hvdrun said:\n{said}");
+}
+
+/// Waits for `count` starts of a worker in a round, giving up after a minute.
+fn wait_for_starts(child: &mut std::process::Child, out: &Path, count: usize) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while regression::lines(out, "rounds").len() < count {
+        if Instant::now() > deadline {
+            give_up(
+                child,
+                out,
+                &format!("fewer than {count} workers started within 60 s"),
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Milliseconds at which each worker of round `round` started training in it.
 fn round_starts(out: &Path, round: u64) -> Vec<u128> {
     regression::lines(out, "rounds")
@@ -220,9 +250,7 @@ fn a_cut_link_is_recovered_from_and_its_host_never_returns() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    while regression::lines(out.path(), "rounds").len() < 8 {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_starts(&mut child, out.path(), 8);
     std::thread::sleep(Duration::from_millis(300));
     let cut_at = now_ms();
     cut.host.set_link(false);
@@ -232,12 +260,7 @@ fn a_cut_link_is_recovered_from_and_its_host_never_returns() {
     let recovered = now_ms() - cut_at;
     cut.host.set_link(true);
     if round_starts(out.path(), 2).len() < 6 {
-        // Say what hvdrun and the workers saw, and leave nothing running.
-        let pid = child.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        let stderr = std::io::read_to_string(child.stderr.take().unwrap()).unwrap();
-        let rounds = regression::lines(out.path(), "rounds");
-        panic!("no round 2 within 30 s of the cut; rounds: {rounds:?}; hvdrun said:\n{stderr}");
+        give_up(&mut child, out.path(), "no round 2 within 30 s of the cut");
     }
     let stderr = std::io::read_to_string(child.stderr.take().unwrap()).unwrap();
     let status = child.wait().unwrap();
@@ -291,9 +314,7 @@ fn a_discovered_host_joins_at_the_next_commit_and_nothing_is_rolled_back() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    while regression::lines(out.path(), "rounds").len() < 6 {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_starts(&mut child, out.path(), 6);
     let added_at = now_ms();
     std::fs::write(
         out.path().join("hosts"),
@@ -340,9 +361,7 @@ fn a_host_removed_by_discovery_leaves_at_the_next_commit_and_is_not_charged() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    while regression::lines(out.path(), "rounds").len() < 8 {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_starts(&mut child, out.path(), 8);
     std::fs::write(
         out.path().join("hosts"),
         listed(&cluster, &[0, 1, 2]).join("\n") + "\n",
@@ -486,9 +505,7 @@ fn a_graceful_removal_below_min_np_then_an_added_host_completes() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    while regression::lines(out.path(), "rounds").len() < 8 {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_starts(&mut child, out.path(), 8);
     let listing = out.path().join("hosts");
     std::fs::write(&listing, listed(&cluster, &[0, 1, 2]).join("\n") + "\n").unwrap();
     std::thread::sleep(Duration::from_secs(2));
