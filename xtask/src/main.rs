@@ -18,6 +18,7 @@ mod bench_mpi;
 mod bench_peers;
 mod bench_torch;
 mod cluster;
+mod cuda_headers;
 mod fuzz;
 mod interrupt;
 mod python;
