@@ -1,6 +1,8 @@
 //! The `Collective` trait: what a transport does, and nothing more.
 
-use crate::{Device, Error, Reduction, Result, Tensor, TensorMut, Topology};
+use std::sync::Arc;
+
+use crate::{Device, DeviceMemory, Error, Reduction, Result, Tensor, TensorMut, Topology};
 
 /// A group of ranks that can run collective operations together.
 ///
@@ -36,6 +38,15 @@ pub trait Collective: Send + Sync {
     /// a time.
     fn fuses_batches(&self) -> bool {
         false
+    }
+
+    /// The memory of this transport's own stream on `device`, for a transport that takes
+    /// device memory: copies queued on it run before the transport's next call, so the
+    /// layers above can pack device tensors (Tensor Fusion) without waiting in between.
+    /// The default, `None`, suits host transports.
+    fn device_memory(&self, device: Device) -> Option<Arc<dyn DeviceMemory>> {
+        let _ = device;
+        None
     }
 
     /// Reduces every tensor of the batch across the group, in place.
@@ -170,6 +181,9 @@ macro_rules! forward_collective {
             fn fuses_batches(&self) -> bool {
                 (**self).fuses_batches()
             }
+            fn device_memory(&self, device: Device) -> Option<Arc<dyn DeviceMemory>> {
+                (**self).device_memory(device)
+            }
             fn allreduce(&self, tensors: &mut [TensorMut<'_>], reduction: Reduction) -> Result<()> {
                 (**self).allreduce(tensors, reduction)
             }
@@ -207,7 +221,6 @@ macro_rules! forward_collective {
     )*};
 }
 
-use std::sync::Arc;
 forward_collective!(Box, Arc);
 
 /// Allgathers variable-length byte strings: every rank's `bytes`, in rank order.

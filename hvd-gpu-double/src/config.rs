@@ -48,9 +48,9 @@ fn read() -> Settings {
     let devices = value(
         DEVICES_VAR,
         |t| t.parse().ok().filter(|n| (1..=16).contains(n)),
-        1,
+        8,
     );
-    let memory = value(MEMORY_VAR, bytes, 16 << 30);
+    let memory = value(MEMORY_VAR, bytes, 8 << 30);
     let lazy = value(
         LAZY_VAR,
         |t| matches!(t, "0" | "1").then(|| u64::from(t == "1")),

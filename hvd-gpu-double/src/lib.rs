@@ -63,8 +63,11 @@
 //! [`Trace`] reads it back, so tests can count what was fused and how many copies ran.
 //!
 //! ## Other settings
-//! `HVD_GPU_DOUBLE_DEVICES` (default 1) devices per process; `HVD_GPU_DOUBLE_MEMORY`
-//! (default `16G`) bytes per device.
+//! `HVD_GPU_DOUBLE_DEVICES` (default 8) devices per process; `HVD_GPU_DOUBLE_MEMORY`
+//! (default `8G`) bytes per device. Ranks that are threads of one process should each
+//! take a device of their own, as on a GPU: `cuMemFree` waits for the whole device, so
+//! one rank freeing memory while another's collective waits for it deadlocks, as NCCL
+//! warns.
 
 mod config;
 mod cuda;

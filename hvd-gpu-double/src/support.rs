@@ -3,9 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-/// Devices per process (default 1).
+/// Devices per process (default 8).
 pub const DEVICES_VAR: &str = "HVD_GPU_DOUBLE_DEVICES";
-/// Bytes of memory per device, with an optional K, M or G suffix (default `16G`).
+/// Bytes of memory per device, with an optional K, M or G suffix (default `8G`).
 pub const MEMORY_VAR: &str = "HVD_GPU_DOUBLE_MEMORY";
 /// `1`: streams run a task only once something waits for it (default `0`).
 pub const LAZY_VAR: &str = "HVD_GPU_DOUBLE_LAZY";
