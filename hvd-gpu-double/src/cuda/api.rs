@@ -602,7 +602,10 @@ pub extern "C" fn cuStreamSynchronize(handle: usize) -> CuResult {
 #[unsafe(no_mangle)]
 pub extern "C" fn cuStreamQuery(handle: usize) -> CuResult {
     result(stream(handle).and_then(|(_, s)| {
-        if s.completed() >= s.enqueued() {
+        // Asking counts as waiting (lazy mode).
+        let last = s.enqueued();
+        s.demand(last);
+        if s.completed() >= last {
             Ok(())
         } else {
             Err(NOT_READY)

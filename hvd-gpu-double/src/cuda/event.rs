@@ -23,9 +23,12 @@ impl Event {
     }
 
     /// Whether the work before the last record has run (an event never recorded has).
+    /// Asking counts as waiting for it.
     pub(crate) fn complete(&self) -> bool {
-        self.mark()
-            .is_none_or(|(stream, seq)| stream.completed() >= seq)
+        self.mark().is_none_or(|(stream, seq)| {
+            stream.demand(seq);
+            stream.completed() >= seq
+        })
     }
 
     pub(crate) fn wait(&self) {

@@ -746,16 +746,21 @@ pub extern "C" fn ncclGroupStart() -> NcclResult {
 #[unsafe(no_mangle)]
 pub extern "C" fn ncclGroupEnd() -> NcclResult {
     trace!("ncclGroupEnd");
-    if let Err(failure) = injected("ncclGroupEnd", group::first_rank()) {
-        group::discard();
-        return failed(None, failure);
-    }
-    match group::end() {
-        Ok(code) => code,
+    let members = group::members();
+    let outcome = injected("ncclGroupEnd", members.first().map(|m| m.rank()));
+    let outcome = match outcome {
         Err(failure) => {
-            let code = failure.code;
-            global_error(&failure.message);
-            code
+            group::discard();
+            Err(failure)
         }
-    }
+        Ok(()) => group::end(),
+    };
+    outcome.unwrap_or_else(|failure| {
+        // Each communicator of the group keeps the text for ncclGetLastError.
+        members
+            .iter()
+            .for_each(|m| m.set_last_error(&failure.message));
+        global_error(&failure.message);
+        failure.code
+    })
 }

@@ -83,9 +83,17 @@ pub(crate) fn end() -> Result<i32, Failure> {
     finished.map_or(Ok(SUCCESS), enqueue)
 }
 
-/// The rank of the first communicator in the group this thread is building.
-pub(crate) fn first_rank() -> Option<usize> {
-    GROUP.with_borrow(|g| g.calls.first().map(|c| c.member.rank()))
+/// The communicators of the group this thread is building.
+pub(crate) fn members() -> Vec<Arc<Member>> {
+    GROUP.with_borrow(|g| {
+        let mut members: Vec<Arc<Member>> = Vec::new();
+        for call in &g.calls {
+            if !members.iter().any(|m| Arc::ptr_eq(m, &call.member)) {
+                members.push(call.member.clone());
+            }
+        }
+        members
+    })
 }
 
 /// Drops the group this thread is building (after a failed call, as NCCL does).
