@@ -84,9 +84,8 @@ impl DeviceBlock {
 
     /// Allocates a block holding `bytes` (queued on the memory's stream).
     pub fn with_contents(memory: &Arc<dyn DeviceMemory>, bytes: &[u8]) -> Result<DeviceBlock> {
-        let mut block = DeviceBlock::alloc(memory, bytes.len())?;
-        let view = block.buffer();
-        memory.upload(&view, bytes)?;
+        let block = DeviceBlock::alloc(memory, bytes.len())?;
+        memory.upload(&block.buffer(), bytes)?;
         Ok(block)
     }
 
@@ -103,15 +102,16 @@ impl DeviceBlock {
         self.len == 0
     }
 
-    /// The whole block, ready after the memory's stream.
-    pub fn buffer(&mut self) -> DeviceBuffer<'_> {
-        // SAFETY: the block owns `len` allocated bytes of device `ordinal`, and the
-        // mutable borrow keeps anyone else from using them while the view lives.
+    /// The whole block, ready after the memory's stream. Whoever writes through the view
+    /// must hold the block exclusively while it does (as the runtime holds a buffer).
+    pub fn buffer(&self) -> DeviceBuffer<'_> {
+        // SAFETY: the block owns `len` allocated bytes of device `ordinal` for as long as
+        // the view borrows it.
         unsafe { DeviceBuffer::cuda(self.ordinal, self.ptr, self.len) }.after(self.memory.ready())
     }
 
     /// The block's bytes, read back to the host.
-    pub fn contents(&mut self) -> Result<Vec<u8>> {
+    pub fn contents(&self) -> Result<Vec<u8>> {
         let mut out = vec![0u8; self.len];
         let memory = self.memory.clone();
         memory.download(&self.buffer(), &mut out)?;

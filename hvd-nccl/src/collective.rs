@@ -10,7 +10,7 @@ use hvd_core::{DeviceBlock, DeviceMemory, Error, Result, Store, Topology, valida
 use crate::blame::{Board, Call, Seen};
 use crate::comm::{Communicator, State};
 use crate::config::NcclConfig;
-use crate::cuda::{self, Device, Stream, Waited};
+use crate::cuda::{Device, Stream, Waited};
 use crate::launch::{Launch, Queued};
 use crate::library::{self, Nccl, UniqueId};
 use crate::memory::CudaMemory;
@@ -80,10 +80,7 @@ impl NcclCollective {
     ) -> Result<NcclCollective> {
         let nccl = library::load(&config.nccl_library)?;
         let driver = driver::load(&config.cuda_library)?;
-        let ordinal = match config.device {
-            Some(ordinal) => ordinal,
-            None => (topology.local_rank() as u32) % cuda::device_count(driver)?.max(1),
-        };
+        let ordinal = crate::device_of(&config, topology.local_rank())?;
         let device = Arc::new(Device::open(driver, ordinal)?);
         let started = Instant::now();
         let stream = {

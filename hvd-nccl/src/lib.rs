@@ -88,23 +88,41 @@ pub fn describe(config: &NcclConfig) -> hvd_core::Result<String> {
     let nccl = library::load(&config.nccl_library)?;
     let driver = driver::load(&config.cuda_library)?;
     let count = cuda::device_count(driver)?;
-    let names: Vec<String> = (0..count)
-        .map(|ordinal| {
-            cuda::Device::open(driver, ordinal).map_or_else(|e| e.to_string(), |d| d.name())
-        })
+    // Each model once, with how many there are: `8 x NVIDIA H100 80GB HBM3`.
+    let mut models: Vec<(String, usize)> = Vec::new();
+    for ordinal in 0..count {
+        let name = cuda::Device::open(driver, ordinal).map_or_else(|e| e.to_string(), |d| d.name());
+        match models.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, n)) => *n += 1,
+            None => models.push((name, 1)),
+        }
+    }
+    let devices: Vec<String> = models
+        .iter()
+        .map(|(name, n)| format!("{n} x {name}"))
         .collect();
     Ok(format!(
-        "NCCL {} ({}), CUDA driver {} ({}), {count} device(s){}",
+        "NCCL {} ({}), CUDA driver {} ({}), {}",
         nccl.version,
         nccl.name,
         driver.version_text(),
         driver.name,
-        if names.is_empty() {
-            String::new()
+        if devices.is_empty() {
+            "no CUDA device".into()
         } else {
-            format!(": {}", names.join(", "))
+            devices.join(", ")
         }
     ))
+}
+
+/// The CUDA device of the rank with local rank `local_rank`: `config.device` when set,
+/// else the local rank modulo the devices this process sees (one rank per GPU).
+pub fn device_of(config: &NcclConfig, local_rank: usize) -> hvd_core::Result<u32> {
+    if let Some(ordinal) = config.device {
+        return Ok(ordinal);
+    }
+    let driver = driver::load(&config.cuda_library)?;
+    Ok(local_rank as u32 % cuda::device_count(driver)?.max(1))
 }
 
 /// The version of the NCCL that `config` loads, or why it cannot load one.

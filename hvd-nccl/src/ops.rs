@@ -100,7 +100,7 @@ impl NcclCollective {
     /// writes it to `target`.
     fn unstage(
         &self,
-        mut staged: Staged,
+        staged: Staged,
         target: DeviceBuffer<'_>,
         reduction: Reduction,
     ) -> Result<()> {
@@ -409,7 +409,7 @@ impl Collective for NcclCollective {
             operators.destroy(launch);
             queued
         })?;
-        if let Some((into, mut out)) = staged {
+        if let Some((into, out)) = staged {
             let host = out.contents()?;
             let mut result = route::narrow(dtype, into.wire, &host);
             kernels::finish(dtype, reduction, size, &mut result);

@@ -19,8 +19,8 @@ fn allreduce_until_failure(connected: common::Connected, bytes: usize) {
             return;
         }
     };
-    let mut block = DeviceBlock::with_contents(&memory, &vec![1u8; bytes]).unwrap();
-    let mut call = || {
+    let block = DeviceBlock::with_contents(&memory, &vec![1u8; bytes]).unwrap();
+    let call = || {
         let view =
             TensorMut::from_device("grad", DType::F32, vec![bytes / 4], block.buffer()).unwrap();
         group.allreduce(&mut [view], Reduction::new(ReduceOp::Sum))
@@ -268,7 +268,7 @@ fn a_frozen_rank_is_named_silent_by_every_survivor() {
 fn ranks_that_disagree_on_a_call_are_told_what_each_called() {
     let errors = common::threads(2, |group, memory| {
         let count = if group.topology().rank() == 0 { 4 } else { 5 };
-        let mut block = DeviceBlock::alloc(&memory, 20).unwrap();
+        let block = DeviceBlock::alloc(&memory, 20).unwrap();
         let view = TensorMut::from_device(
             "grad",
             DType::F32,

@@ -1,20 +1,35 @@
 //! [`Router`]: the innermost layer of the stack, which sends each call to the transport
 //! for its tensors' memory: host tensors to the job's transport (TCP, shared memory,
-//! MPI, libfabric), device tensors to a device transport (NCCL) when the job has one.
+//! MPI, libfabric), device tensors to a device transport (NCCL) when the job has one, or
+//! else through host memory over the job's transport (host staging) when it can reach
+//! the device's memory.
 
 use std::sync::Arc;
 
-use hvd_core::{Collective, Device, Error, Reduction, Result, Tensor, TensorMut, Topology};
+use crate::staging::{self, DeviceMemoryFor, Staging};
+use hvd_core::{
+    Collective, Device, DeviceMemory, Error, Reduction, Result, Tensor, TensorMut, Topology,
+};
 
 /// A collective over several transports of one group of ranks, each call going to the
 /// first that [`supports`](Collective::supports) its tensors' device.
 ///
 /// Every transport must span the same ranks in the same order. A call names one device
 /// for all its tensors (the engine batches tensors of one device only); barriers and the
-/// topology come from the first transport, the host one.
+/// topology come from the first transport, the host one. Device tensors no transport
+/// takes are staged through host memory when the router has
+/// [staging](Router::with_staging).
 #[derive(Clone)]
 pub struct Router {
     transports: Vec<Arc<dyn Collective>>,
+    staging: Option<Staging>,
+}
+
+/// Where one call goes.
+enum Route<'a> {
+    Direct(&'a dyn Collective),
+    /// Through host memory, over the host transport.
+    Staged(Arc<dyn DeviceMemory>),
 }
 
 impl std::fmt::Debug for Router {
@@ -31,7 +46,15 @@ impl Router {
     pub fn new(host: Arc<dyn Collective>) -> Router {
         Router {
             transports: vec![host],
+            staging: None,
         }
+    }
+
+    /// Stages device tensors that no transport takes through host memory, copying them
+    /// with the memory `memory_for` gives for their device.
+    pub fn with_staging(mut self, memory_for: DeviceMemoryFor) -> Router {
+        self.staging = Some(Staging::new(memory_for));
+        self
     }
 
     /// Adds a transport for device memory, asked after the ones before it.
@@ -51,14 +74,20 @@ impl Router {
         for transport in &self.transports {
             subs.extend(transport.split(members)?.map(Arc::from));
         }
-        Ok((subs.len() == self.transports.len()).then_some(Router { transports: subs }))
+        Ok((subs.len() == self.transports.len()).then_some(Router {
+            transports: subs,
+            staging: self.staging.clone(),
+        }))
     }
 
-    /// The transport for `device`, or an error naming the tensor, the device and the
+    /// Where a call on `device` goes, or an error naming the tensor, the device and the
     /// transports there are.
-    fn route(&self, device: Device, op: &str, tensor: &str) -> Result<&dyn Collective> {
+    fn route(&self, device: Device, op: &str, tensor: &str) -> Result<Route<'_>> {
         if let Some(transport) = self.transports.iter().find(|t| t.supports(device)) {
-            return Ok(transport.as_ref());
+            return Ok(Route::Direct(transport.as_ref()));
+        }
+        if let Some(staging) = &self.staging {
+            return staging.memory(device).map(Route::Staged);
         }
         let names: Vec<&str> = self.transports.iter().map(|t| t.backend()).collect();
         Err(Error::Unsupported {
@@ -66,17 +95,18 @@ impl Router {
             what: format!(
                 "{device} memory (rank {}, {op} of '{tensor}'): no transport of this job \
                  ({}) takes it; a job with device tensors needs a device transport such \
-                 as NCCL",
+                 as NCCL (HVD_BACKEND=nccl), or host staging (hvd built with the nccl \
+                 feature)",
                 self.topology().rank(),
                 names.join(", ")
             ),
         })
     }
 
-    fn route_batch(&self, op: &str, tensors: &[TensorMut<'_>]) -> Result<&dyn Collective> {
+    fn route_batch(&self, op: &str, tensors: &[TensorMut<'_>]) -> Result<Route<'_>> {
         match tensors.first() {
             Some(first) => self.route(first.device(), op, first.name()),
-            None => Ok(self.host().as_ref()),
+            None => Ok(Route::Direct(self.host().as_ref())),
         }
     }
 }
@@ -92,6 +122,7 @@ impl Collective for Router {
 
     fn supports(&self, device: Device) -> bool {
         self.transports.iter().any(|t| t.supports(device))
+            || (self.staging.is_some() && device != Device::Cpu)
     }
 
     /// The host transport's answer: Fusion packs host tensors only, and device tensors
@@ -100,14 +131,30 @@ impl Collective for Router {
         self.host().fuses_batches()
     }
 
+    /// The memory of the transport that takes `device`.
+    fn device_memory(&self, device: Device) -> Option<Arc<dyn DeviceMemory>> {
+        self.transports
+            .iter()
+            .find(|t| t.supports(device))
+            .and_then(|t| t.device_memory(device))
+    }
+
     fn allreduce(&self, tensors: &mut [TensorMut<'_>], reduction: Reduction) -> Result<()> {
-        self.route_batch("allreduce", tensors)?
-            .allreduce(tensors, reduction)
+        match self.route_batch("allreduce", tensors)? {
+            Route::Direct(t) => t.allreduce(tensors, reduction),
+            Route::Staged(memory) => staging::batch(memory.as_ref(), tensors, |host| {
+                self.host().allreduce(host, reduction)
+            }),
+        }
     }
 
     fn broadcast(&self, tensors: &mut [TensorMut<'_>], root: usize) -> Result<()> {
-        self.route_batch("broadcast", tensors)?
-            .broadcast(tensors, root)
+        match self.route_batch("broadcast", tensors)? {
+            Route::Direct(t) => t.broadcast(tensors, root),
+            Route::Staged(memory) => staging::batch(memory.as_ref(), tensors, |host| {
+                self.host().broadcast(host, root)
+            }),
+        }
     }
 
     fn allgather(
@@ -116,8 +163,12 @@ impl Collective for Router {
         output: &mut TensorMut<'_>,
         counts: &[usize],
     ) -> Result<()> {
-        self.route(input.device(), "allgather", input.name())?
-            .allgather(input, output, counts)
+        match self.route(input.device(), "allgather", input.name())? {
+            Route::Direct(t) => t.allgather(input, output, counts),
+            Route::Staged(memory) => staging::resized(memory.as_ref(), input, output, |i, o| {
+                self.host().allgather(i, o, counts)
+            }),
+        }
     }
 
     fn alltoall(
@@ -127,8 +178,12 @@ impl Collective for Router {
         output: &mut TensorMut<'_>,
         recv_counts: &[usize],
     ) -> Result<()> {
-        self.route(input.device(), "alltoall", input.name())?
-            .alltoall(input, send_counts, output, recv_counts)
+        match self.route(input.device(), "alltoall", input.name())? {
+            Route::Direct(t) => t.alltoall(input, send_counts, output, recv_counts),
+            Route::Staged(memory) => staging::resized(memory.as_ref(), input, output, |i, o| {
+                self.host().alltoall(i, send_counts, o, recv_counts)
+            }),
+        }
     }
 
     fn reducescatter(
@@ -138,8 +193,12 @@ impl Collective for Router {
         counts: &[usize],
         reduction: Reduction,
     ) -> Result<()> {
-        self.route(input.device(), "reducescatter", input.name())?
-            .reducescatter(input, output, counts, reduction)
+        match self.route(input.device(), "reducescatter", input.name())? {
+            Route::Direct(t) => t.reducescatter(input, output, counts, reduction),
+            Route::Staged(memory) => staging::resized(memory.as_ref(), input, output, |i, o| {
+                self.host().reducescatter(i, o, counts, reduction)
+            }),
+        }
     }
 
     fn barrier(&self) -> Result<()> {
@@ -269,7 +328,8 @@ mod tests {
             err.to_string(),
             "tcp transport does not support cuda:1 memory (rank 0, allreduce of 'grad.3'): \
              no transport of this job (tcp) takes it; a job with device tensors needs a \
-             device transport such as NCCL"
+             device transport such as NCCL (HVD_BACKEND=nccl), or host staging (hvd built \
+             with the nccl feature)"
         );
         assert!(calls.lock().unwrap().is_empty());
     }

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use hvd_core::trace::SpanArgs;
-use hvd_core::{Collective, Device, Reduction, Result, Tensor, TensorMut, Topology};
+use hvd_core::{Collective, Device, DeviceMemory, Reduction, Result, Tensor, TensorMut, Topology};
 
 use crate::Recorder;
 
@@ -134,6 +134,10 @@ impl<C: Collective> Collective for Timeline<C> {
 
     fn fuses_batches(&self) -> bool {
         self.inner.fuses_batches()
+    }
+
+    fn device_memory(&self, device: Device) -> Option<Arc<dyn DeviceMemory>> {
+        self.inner.device_memory(device)
     }
 
     fn allreduce(&self, tensors: &mut [TensorMut<'_>], reduction: Reduction) -> Result<()> {

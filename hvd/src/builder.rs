@@ -95,6 +95,7 @@ impl Builder {
         if let Some(compression) = self.compression {
             config.compression = compression;
         }
+        let mut devices = self.device_collectives;
         let transport: Arc<dyn Collective> = match self.collective {
             Some(collective) => collective,
             None => {
@@ -102,14 +103,23 @@ impl Builder {
                     Some(b) => b,
                     None => Backend::from_env()?,
                 };
-                let world = transport::world(backend)?;
-                Arc::from(transport::connect(backend, &world)?)
+                let host = backend.host()?;
+                let world = transport::world(host)?;
+                let transport = transport::connect(host, &world)?;
+                if let Some(device) =
+                    transport::connect_device(backend, &world, transport.topology())?
+                {
+                    devices.push(Arc::from(device));
+                }
+                Arc::from(transport)
             }
         };
-        let router = self
-            .device_collectives
+        let mut router = devices
             .into_iter()
             .fold(Router::new(transport), Router::with);
+        if let Some(staging) = transport::staging() {
+            router = router.with_staging(staging);
+        }
         hvd_runtime::start(router, config, self.process_sets)
     }
 }

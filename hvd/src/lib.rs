@@ -46,6 +46,8 @@
 mod builder;
 #[cfg(feature = "candle")]
 pub mod candle;
+#[cfg(feature = "nccl")]
+pub mod device;
 pub mod logging;
 pub mod metrics;
 pub mod sampler;
@@ -58,6 +60,9 @@ pub use hvd_core::{
     self as core, Collective, Compression, DType, Device, Element, Error, ReduceOp, Reduction,
     Result, Store, Tensor, TensorMut, Topology, env,
 };
+/// The NCCL transport and CUDA device memory (feature `nccl`).
+#[cfg(feature = "nccl")]
+pub use hvd_nccl as nccl;
 pub use hvd_rendezvous as rendezvous;
 pub use hvd_runtime::{
     self as runtime, Bools, Buffer, Config, Handle, Hvd, ProcessSet, Shaped, StatsSnapshot,

@@ -5,6 +5,10 @@
 //! `HOROVOD_CPU_OPERATIONS`); else MPI when the `mpi` feature is compiled in and mpirun
 //! started the process; else shared memory (feature `shm`, on by default) when the
 //! launcher says every rank is on this host; else the first compiled in (TCP).
+//!
+//! `nccl` (feature `nccl`) is a transport for device memory: with it, tensors in CUDA
+//! memory go over NCCL, and host tensors and negotiation over the transport the same
+//! rules pick without it.
 
 use std::fmt;
 use std::str::FromStr;
@@ -26,6 +30,9 @@ pub enum Backend {
     Shm,
     /// RDMA-class fabrics through libfabric (feature `rdma`): verbs, EFA, shm, tcp.
     Rdma,
+    /// NCCL for tensors in CUDA memory (feature `nccl`), beside the host transport the
+    /// other rules pick.
+    Nccl,
 }
 
 impl Backend {
@@ -44,6 +51,9 @@ impl Backend {
         if cfg!(feature = "rdma") {
             backends.push(Backend::Rdma);
         }
+        if cfg!(feature = "nccl") {
+            backends.push(Backend::Nccl);
+        }
         backends
     }
 
@@ -53,6 +63,7 @@ impl Backend {
             Backend::Mpi => "mpi",
             Backend::Shm => "shm",
             Backend::Rdma => "rdma",
+            Backend::Nccl => "nccl",
         }
     }
 
@@ -69,6 +80,8 @@ impl Backend {
                 "libfabric, providers: {}",
                 provider_names(&hvd_rdma::providers()?)
             )),
+            #[cfg(feature = "nccl")]
+            Backend::Nccl => hvd_nccl::describe(&hvd_nccl::NcclConfig::from_env()?),
             #[allow(unreachable_patterns)]
             other => Err(Error::Unsupported {
                 backend: other.name(),
@@ -120,7 +133,25 @@ impl Backend {
         if let Some((_, backend)) = named {
             return Ok(backend);
         }
-        let compiled = Backend::compiled();
+        Backend::default_host()
+    }
+
+    /// The transport for host tensors: this one, or for `nccl` (a device transport) the
+    /// one the rules pick without it.
+    pub fn host(self) -> Result<Backend> {
+        match self {
+            Backend::Nccl => Backend::default_host(),
+            host => Ok(host),
+        }
+    }
+
+    /// The host transport when none is named: MPI under mpirun, shared memory on one
+    /// host, else the first compiled in.
+    fn default_host() -> Result<Backend> {
+        let compiled: Vec<Backend> = Backend::compiled()
+            .into_iter()
+            .filter(|b| *b != Backend::Nccl)
+            .collect();
         let world = World::from_env_without_store()?;
         if compiled.contains(&Backend::Mpi) && world.launched_by_mpi() {
             return Ok(Backend::Mpi);
@@ -137,11 +168,38 @@ impl Backend {
 }
 
 /// This process's place in the job, as `backend` needs it: MPI finds its peers through
-/// the launcher itself, so it needs no rendezvous store (`HVD_STORE_DIR`).
+/// the launcher itself, so it needs no rendezvous store (`HVD_STORE_DIR`); NCCL's ranks
+/// meet through the store, whatever the host transport.
 pub fn world(backend: Backend) -> Result<World> {
     match backend {
         Backend::Mpi => World::from_env_without_store(),
         _ => World::from_env(),
+    }
+}
+
+/// Connects this rank's device transport for `backend` (NCCL), over the ranks and hosts
+/// of the host transport's `topology`; `None` for a host backend.
+#[cfg_attr(not(feature = "nccl"), allow(unused_variables))]
+pub fn connect_device(
+    backend: Backend,
+    world: &World,
+    topology: &hvd_core::Topology,
+) -> Result<Option<Box<dyn Collective>>> {
+    match backend {
+        #[cfg(feature = "nccl")]
+        Backend::Nccl => {
+            let config = hvd_nccl::NcclConfig::from_env()?;
+            let nccl =
+                hvd_nccl::NcclCollective::connect(world.store.clone(), topology.clone(), config)?;
+            if world.launcher == "hvdrun" {
+                return Ok(Some(Box::new(LossWitness::new(
+                    Box::new(nccl),
+                    world.store.clone(),
+                ))));
+            }
+            Ok(Some(Box::new(nccl)))
+        }
+        _ => Ok(None),
     }
 }
 
@@ -250,6 +308,12 @@ fn connect_transport(backend: Backend, world: &World) -> Result<Box<dyn Collecti
             }
             Ok(Box::new(mpi))
         }
+        Backend::Nccl => Err(Error::Unsupported {
+            backend: "nccl",
+            what: "host tensors: connect the host transport (Backend::host) and NCCL beside \
+                   it (connect_device)"
+                .into(),
+        }),
         #[allow(unreachable_patterns)]
         other => Err(Error::Unsupported {
             backend: other.name(),
@@ -315,6 +379,43 @@ pub fn rdma_report() -> Option<Vec<String>> {
         Some(lines)
     }
     #[cfg(not(feature = "rdma"))]
+    None
+}
+
+/// Host staging for device tensors no transport takes (feature `nccl`): their memory
+/// through the CUDA driver, each device's with a stream of its own, made on first use
+/// (a job with no device tensors never loads the driver). `None` without the feature.
+pub fn staging() -> Option<hvd_runtime::DeviceMemoryFor> {
+    #[cfg(feature = "nccl")]
+    {
+        let rank = World::from_env_without_store().map_or(0, |w| w.rank);
+        Some(std::sync::Arc::new(move |device| match device {
+            hvd_core::Device::Cuda(ordinal) => {
+                let config = hvd_nccl::NcclConfig::from_env()?;
+                let memory: std::sync::Arc<dyn hvd_core::DeviceMemory> =
+                    hvd_nccl::CudaMemory::new(&config, ordinal, rank)?;
+                Ok(memory)
+            }
+            other => Err(Error::Unsupported {
+                backend: "hvd",
+                what: format!("staging {other} memory through the host"),
+            }),
+        }))
+    }
+    #[cfg(not(feature = "nccl"))]
+    None
+}
+
+/// What this host offers NCCL jobs: the NCCL and CUDA driver versions and the GPUs, or
+/// why it cannot run one (`hvdrun --check` prints it). `None` in a build without the
+/// `nccl` feature.
+pub fn nccl_report() -> Option<String> {
+    #[cfg(feature = "nccl")]
+    {
+        let described = hvd_nccl::NcclConfig::from_env().and_then(|c| hvd_nccl::describe(&c));
+        Some(described.unwrap_or_else(|e| e.to_string()))
+    }
+    #[cfg(not(feature = "nccl"))]
     None
 }
 

@@ -5,7 +5,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use hvd_core::{Collective, Device, Reduction, Result, Store, Tensor, TensorMut, Topology};
+use hvd_core::{
+    Collective, Device, DeviceMemory, Reduction, Result, Store, Tensor, TensorMut, Topology,
+};
 use hvd_rendezvous::lost_key;
 
 /// What every witness of one rank shares: the store, and whether it has spoken.
@@ -82,6 +84,9 @@ impl Collective for LossWitness {
     }
     fn fuses_batches(&self) -> bool {
         self.inner.fuses_batches()
+    }
+    fn device_memory(&self, device: Device) -> Option<Arc<dyn DeviceMemory>> {
+        self.inner.device_memory(device)
     }
     fn allreduce(&self, tensors: &mut [TensorMut<'_>], reduction: Reduction) -> Result<()> {
         self.witness(self.inner.allreduce(tensors, reduction))
