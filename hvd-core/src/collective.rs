@@ -32,6 +32,14 @@ pub trait Collective: Send + Sync {
     /// Whether tensors in memory of `device` can be passed to this transport.
     fn supports(&self, device: Device) -> bool;
 
+    /// The name of the backend that carries calls on memory of `device`: this one's,
+    /// or for a collective over several transports (a router), the one it sends them to,
+    /// so traces name it (`NCCL_ALLREDUCE`).
+    fn backend_on(&self, device: Device) -> &'static str {
+        let _ = device;
+        self.backend()
+    }
+
     /// True when the transport moves a whole batch as one operation without copying it
     /// (scatter-gather I/O, grouped calls), so Tensor Fusion need not pack batches into
     /// a buffer of its own. The default, false, suits transports that run one tensor at
@@ -177,6 +185,9 @@ macro_rules! forward_collective {
             }
             fn supports(&self, device: Device) -> bool {
                 (**self).supports(device)
+            }
+            fn backend_on(&self, device: Device) -> &'static str {
+                (**self).backend_on(device)
             }
             fn fuses_batches(&self) -> bool {
                 (**self).fuses_batches()

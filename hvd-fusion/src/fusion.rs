@@ -228,6 +228,10 @@ impl<C: Collective> Collective for Fusion<C> {
         self.inner.supports(device)
     }
 
+    fn backend_on(&self, device: Device) -> &'static str {
+        self.inner.backend_on(device)
+    }
+
     fn fuses_batches(&self) -> bool {
         true
     }

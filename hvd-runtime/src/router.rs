@@ -125,6 +125,15 @@ impl Collective for Router {
             || (self.staging.is_some() && device != Device::Cpu)
     }
 
+    /// The transport that takes `device`; staged calls travel over the host one.
+    fn backend_on(&self, device: Device) -> &'static str {
+        self.transports
+            .iter()
+            .find(|t| t.supports(device))
+            .unwrap_or(self.host())
+            .backend_on(device)
+    }
+
     /// The host transport's answer: Fusion packs host tensors only, and device tensors
     /// pass it unpacked whatever the answer.
     fn fuses_batches(&self) -> bool {

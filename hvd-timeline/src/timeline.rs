@@ -1,7 +1,7 @@
 //! [`Timeline`]: the `Collective` middleware that records a span per tensor per call.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use hvd_core::trace::SpanArgs;
 use hvd_core::{Collective, Device, DeviceMemory, Reduction, Result, Tensor, TensorMut, Topology};
@@ -18,6 +18,9 @@ pub struct Timeline<C: Collective> {
     inner: C,
     recorder: Arc<Recorder>,
     spans: SpanNames,
+    /// The names for calls on device memory, after the backend that carries them
+    /// (`NCCL_ALLREDUCE` beside `SHM_ALLREDUCE`).
+    device_spans: OnceLock<SpanNames>,
 }
 
 /// The span names of one backend, built once rather than on every call.
@@ -72,7 +75,17 @@ impl<C: Collective> Timeline<C> {
             inner,
             recorder,
             spans,
+            device_spans: OnceLock::new(),
         }
+    }
+
+    /// The span names for a call on memory of `device`.
+    fn spans_on(&self, device: Device) -> &SpanNames {
+        if device == Device::Cpu {
+            return &self.spans;
+        }
+        self.device_spans
+            .get_or_init(|| SpanNames::new(self.inner.backend_on(device)))
     }
 
     /// The recorder this timeline (and its sub-groups) record into.
@@ -136,12 +149,17 @@ impl<C: Collective> Collective for Timeline<C> {
         self.inner.fuses_batches()
     }
 
+    fn backend_on(&self, device: Device) -> &'static str {
+        self.inner.backend_on(device)
+    }
+
     fn device_memory(&self, device: Device) -> Option<Arc<dyn DeviceMemory>> {
         self.inner.device_memory(device)
     }
 
     fn allreduce(&self, tensors: &mut [TensorMut<'_>], reduction: Reduction) -> Result<()> {
-        let span = &self.spans.allreduce;
+        let device = tensors.first().map_or(Device::Cpu, TensorMut::device);
+        let span = &self.spans_on(device).allreduce;
         let open = self.begin(span, || {
             tensors.iter().map(|t| (t.name(), args_of_mut(t))).collect()
         });
@@ -151,7 +169,8 @@ impl<C: Collective> Collective for Timeline<C> {
     }
 
     fn broadcast(&self, tensors: &mut [TensorMut<'_>], root: usize) -> Result<()> {
-        let span = &self.spans.broadcast;
+        let device = tensors.first().map_or(Device::Cpu, TensorMut::device);
+        let span = &self.spans_on(device).broadcast;
         let open = self.begin(span, || {
             tensors.iter().map(|t| (t.name(), args_of_mut(t))).collect()
         });
@@ -166,7 +185,7 @@ impl<C: Collective> Collective for Timeline<C> {
         output: &mut TensorMut<'_>,
         counts: &[usize],
     ) -> Result<()> {
-        let span = &self.spans.allgather;
+        let span = &self.spans_on(input.device()).allgather;
         let open = self.begin(span, || rows_of(input, output));
         let result = self.inner.allgather(input, output, counts);
         self.end(span, open);
@@ -180,7 +199,7 @@ impl<C: Collective> Collective for Timeline<C> {
         output: &mut TensorMut<'_>,
         recv_counts: &[usize],
     ) -> Result<()> {
-        let span = &self.spans.alltoall;
+        let span = &self.spans_on(input.device()).alltoall;
         let open = self.begin(span, || rows_of(input, output));
         let result = self.inner.alltoall(input, send_counts, output, recv_counts);
         self.end(span, open);
@@ -194,7 +213,7 @@ impl<C: Collective> Collective for Timeline<C> {
         counts: &[usize],
         reduction: Reduction,
     ) -> Result<()> {
-        let span = &self.spans.reducescatter;
+        let span = &self.spans_on(input.device()).reducescatter;
         let open = self.begin(span, || rows_of(input, output));
         let result = self.inner.reducescatter(input, output, counts, reduction);
         self.end(span, open);

@@ -8,14 +8,15 @@ use std::sync::Arc;
 
 use hvd_core::{DType, Device, DeviceBlock, DeviceBuffer, DeviceMemory, Element, Result};
 use hvd_nccl::{CudaMemory, NcclConfig};
-use hvd_runtime::{Buffer, Hvd};
+use hvd_runtime::Buffer;
 
-/// The memory of this rank's CUDA device (the one NCCL uses: `HVD_NCCL_DEVICE`, else the
-/// local rank modulo the devices this process sees), with a stream of its own.
-pub fn memory(hvd: &Hvd) -> Result<Arc<dyn DeviceMemory>> {
+/// The memory of the CUDA device of rank `rank` with local rank `local_rank` (the one
+/// NCCL uses: `HVD_NCCL_DEVICE`, else the local rank modulo the devices this process
+/// sees), with a stream of its own.
+pub fn memory(rank: usize, local_rank: usize) -> Result<Arc<dyn DeviceMemory>> {
     let config = NcclConfig::from_env()?;
-    let ordinal = hvd_nccl::device_of(&config, hvd.local_rank())?;
-    let memory: Arc<dyn DeviceMemory> = CudaMemory::new(&config, ordinal, hvd.rank())?;
+    let ordinal = hvd_nccl::device_of(&config, local_rank)?;
+    let memory: Arc<dyn DeviceMemory> = CudaMemory::new(&config, ordinal, rank)?;
     Ok(memory)
 }
 

@@ -82,6 +82,9 @@ impl Collective for LossWitness {
     fn supports(&self, device: Device) -> bool {
         self.inner.supports(device)
     }
+    fn backend_on(&self, device: Device) -> &'static str {
+        self.inner.backend_on(device)
+    }
     fn fuses_batches(&self) -> bool {
         self.inner.fuses_batches()
     }

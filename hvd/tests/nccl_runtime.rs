@@ -59,7 +59,10 @@ fn job<T: Send>(n: usize, body: impl Fn(Hvd, Arc<dyn DeviceMemory>) -> T + Sync)
 
 #[test]
 fn device_tensors_are_reduced_gathered_and_broadcast_over_nccl() {
+    let dir = tempfile::tempdir().unwrap();
+    let timeline = dir.path().join("timeline.json");
     let results = job(2, |hvd, memory| {
+        hvd.start_timeline(&timeline).unwrap();
         let r = hvd.rank() as f32;
         let averaged =
             hvd.allreduce_async("grad.w", floats(&memory, &[r + 1.0; 5]), ReduceOp::Average);
@@ -70,18 +73,34 @@ fn device_tensors_are_reduced_gathered_and_broadcast_over_nccl() {
         let weights = hvd
             .broadcast("weights", floats(&memory, &[r * 10.0; 2]), 1)
             .unwrap();
-        (
+        let results = (
             averaged.unwrap().wait().unwrap().to_vec().unwrap(),
             host.unwrap().wait().unwrap(),
             gathered.to_vec().unwrap(),
             weights.to_vec().unwrap(),
-        )
+        );
+        hvd.barrier().unwrap();
+        hvd.stop_timeline();
+        results
     });
     for (averaged, host, gathered, weights) in results {
         assert_eq!(averaged, [1.5; 5]);
         assert_eq!(host, [3.0; 3]);
         assert_eq!(gathered, [0.0, 1.0, 1.0], "uneven first dimensions");
         assert_eq!(weights, [10.0; 2]);
+    }
+    // The Timeline names each call after the transport that carried it.
+    let trace = std::fs::read_to_string(&timeline).unwrap();
+    for span in [
+        "NCCL_ALLREDUCE",
+        "NCCL_ALLGATHER",
+        "NCCL_BROADCAST",
+        "LOCAL_ALLREDUCE",
+    ] {
+        assert!(
+            trace.contains(&format!("\"{span}\"")),
+            "no {span} in {trace}"
+        );
     }
 }
 

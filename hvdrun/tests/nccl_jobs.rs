@@ -54,7 +54,7 @@ fn rank_body() {
     let scenario = std::env::var("HVD_TEST_SCENARIO").unwrap();
     let out = PathBuf::from(std::env::var("HVD_TEST_OUT").unwrap());
     let hvd = hvd::init().unwrap();
-    let memory = hvd::device::memory(&hvd).unwrap();
+    let memory = hvd::device::memory(hvd.rank(), hvd.local_rank()).unwrap();
     let rank = hvd.rank();
     let tensor = |values: &[f32]| DeviceVec::from_slice(&memory, values).unwrap();
     let report = match scenario.as_str() {
