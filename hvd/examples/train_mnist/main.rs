@@ -104,7 +104,14 @@ pub fn train(args: &Args) -> Result<Summary, BoxError> {
     // per local rank.
     let device = match args.device.as_str() {
         "cuda" => Device::new_cuda(hvd.local_rank()).map_err(|e| {
-            format!("--device cuda: {e} (build with --features hvd/candle-cuda, on a machine with a GPU)")
+            // candle's error ends with a backtrace: its first line says what failed.
+            let what = e.to_string();
+            let what = what.lines().next().unwrap_or_default().to_string();
+            if cfg!(feature = "candle-cuda") {
+                format!("--device cuda: GPU {}: {what}", hvd.local_rank())
+            } else {
+                format!("--device cuda: {what} (build with --features hvd/candle-cuda, on a machine with a GPU)")
+            }
         })?,
         _ => Device::Cpu,
     };
