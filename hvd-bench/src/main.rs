@@ -5,15 +5,19 @@
 //! hvd-bench allgather --np 4 --sizes 64M --json
 //! hvd-bench runtime --np 2
 //! hvd-bench synthetic --model resnet101 --np 1,2,4 --fusion on,off
+//! hvd-bench plot --input bench-peers.jsonl --output bench-peers.svg
 //! ```
 
 mod args;
 mod autotune;
 mod buffers;
 mod device;
+mod figure;
 mod fusion;
+mod jsonl;
 mod measure;
 mod model;
+mod plot;
 mod report;
 mod runtime;
 mod synthetic;
@@ -54,6 +58,9 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
     if let Command::Model(args) = &cli.command {
         return model::run(args).map(|()| ExitCode::SUCCESS);
     }
+    if let Command::Plot(args) = &cli.command {
+        return plot::run(args).map(|()| ExitCode::SUCCESS);
+    }
     if let Command::Synthetic(args) = &cli.command {
         return synthetic::run(args, launched).map(|()| ExitCode::SUCCESS);
     }
@@ -62,8 +69,8 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
         return launch(np);
     }
     let backend: Backend = backend.parse().map_err(|e: hvd::Error| e.to_string())?;
-    let host = backend.host().map_err(|e| e.to_string())?;
-    let world = transport::world(host).map_err(|e| e.to_string())?;
+    let world = transport::world(backend).map_err(|e| e.to_string())?;
+    let host = backend.host(&world).map_err(|e| e.to_string())?;
     if let Some(np) = np
         && np != world.size
     {

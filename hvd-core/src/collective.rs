@@ -173,67 +173,6 @@ pub fn split_by_counts(all: &[u8], counts: &[usize]) -> Vec<Vec<u8>> {
         .collect()
 }
 
-macro_rules! forward_collective {
-    ($($wrapper:ident),*) => {$(
-        /// A boxed or shared collective is a collective, so middleware can wrap either.
-        impl<C: Collective + ?Sized> Collective for $wrapper<C> {
-            fn topology(&self) -> &Topology {
-                (**self).topology()
-            }
-            fn backend(&self) -> &'static str {
-                (**self).backend()
-            }
-            fn supports(&self, device: Device) -> bool {
-                (**self).supports(device)
-            }
-            fn backend_on(&self, device: Device) -> &'static str {
-                (**self).backend_on(device)
-            }
-            fn fuses_batches(&self) -> bool {
-                (**self).fuses_batches()
-            }
-            fn device_memory(&self, device: Device) -> Option<Arc<dyn DeviceMemory>> {
-                (**self).device_memory(device)
-            }
-            fn allreduce(&self, tensors: &mut [TensorMut<'_>], reduction: Reduction) -> Result<()> {
-                (**self).allreduce(tensors, reduction)
-            }
-            fn broadcast(&self, tensors: &mut [TensorMut<'_>], root: usize) -> Result<()> {
-                (**self).broadcast(tensors, root)
-            }
-            fn allgather(&self, input: &Tensor<'_>, output: &mut TensorMut<'_>, counts: &[usize]) -> Result<()> {
-                (**self).allgather(input, output, counts)
-            }
-            fn alltoall(
-                &self,
-                input: &Tensor<'_>,
-                send_counts: &[usize],
-                output: &mut TensorMut<'_>,
-                recv_counts: &[usize],
-            ) -> Result<()> {
-                (**self).alltoall(input, send_counts, output, recv_counts)
-            }
-            fn reducescatter(
-                &self,
-                input: &Tensor<'_>,
-                output: &mut TensorMut<'_>,
-                counts: &[usize],
-                reduction: Reduction,
-            ) -> Result<()> {
-                (**self).reducescatter(input, output, counts, reduction)
-            }
-            fn barrier(&self) -> Result<()> {
-                (**self).barrier()
-            }
-            fn split(&self, members: &[usize]) -> Result<Option<Box<dyn Collective>>> {
-                (**self).split(members)
-            }
-        }
-    )*};
-}
-
-forward_collective!(Box, Arc);
-
 /// Allgathers variable-length byte strings: every rank's `bytes`, in rank order.
 pub fn allgather_bytes(group: &dyn Collective, name: &str, bytes: &[u8]) -> Result<Vec<Vec<u8>>> {
     let counts = gather_counts(group, bytes.len())?;

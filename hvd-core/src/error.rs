@@ -34,6 +34,19 @@ pub enum Error {
         reason: String,
     },
 
+    /// An operation that cannot run while some ranks of the group have joined (declared
+    /// they have no more data): only allreduce can, with zeros from the joined ranks.
+    #[error(
+        "rank {rank}: {op} of tensor '{tensor}' cannot run while rank {joined} has joined: {reason}"
+    )]
+    Joined {
+        rank: usize,
+        op: &'static str,
+        tensor: String,
+        joined: usize,
+        reason: String,
+    },
+
     /// A peer disappeared (closed, reset or died) while this rank needed it. An empty
     /// `tensor` leaves the tensor out (operations on no tensor: barrier, negotiation).
     #[error(
@@ -148,6 +161,13 @@ pub enum Error {
     /// The job is shutting down; `cause` carries the first failure that started it.
     #[error("hvd is shut down: {cause}")]
     Shutdown { cause: String },
+
+    /// The launcher announced new or removed hosts: an elastic job leaves its round at
+    /// this commit and meets again with the new set, keeping what it committed.
+    #[error(
+        "rank {rank}: the hosts changed after round {round} (the launcher announced new or removed hosts); leaving the round at this commit"
+    )]
+    HostsUpdated { rank: usize, round: u64 },
 }
 
 /// " of tensor 'name'", or nothing for an operation on no tensor.
@@ -168,6 +188,21 @@ impl Error {
             Error::PeerLost { peer, .. } | Error::PeerSilent { peer, .. } => Some(*peer),
             _ => None,
         }
+    }
+
+    /// Whether an elastic job goes on after this error, in a new round without the
+    /// lost ranks: a peer lost, silent, timed out or shut down, or hosts that changed.
+    /// Anything else (a mismatch between ranks, a bad argument, a configuration) is a
+    /// bug that no new round cures, and ends the job.
+    pub fn is_recoverable(&self) -> bool {
+        matches!(
+            self,
+            Error::PeerLost { .. }
+                | Error::PeerSilent { .. }
+                | Error::Timeout { .. }
+                | Error::Shutdown { .. }
+                | Error::HostsUpdated { .. }
+        )
     }
 
     /// Wraps an I/O error with a description of what was being done.
@@ -192,5 +227,37 @@ impl Error {
             tensor: tensor.into(),
             reason: reason.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lost_and_silent_peers_are_recoverable_and_bugs_are_not() {
+        let lost = Error::PeerLost {
+            rank: 0,
+            peer: 2,
+            op: "allreduce",
+            tensor: "grad".into(),
+            cause: "connection reset".into(),
+        };
+        let mismatch = Error::Mismatch {
+            property: "shapes",
+            tensor: "grad".into(),
+            rank_a: 0,
+            value_a: "[2]".into(),
+            rank_b: 1,
+            value_b: "[3]".into(),
+        };
+        let updated = Error::HostsUpdated { rank: 1, round: 4 };
+        assert!(lost.is_recoverable() && updated.is_recoverable());
+        assert!(!mismatch.is_recoverable());
+        assert!(!Error::invalid(0, "allreduce", "grad", "bad").is_recoverable());
+        assert_eq!(
+            updated.to_string(),
+            "rank 1: the hosts changed after round 4 (the launcher announced new or removed hosts); leaving the round at this commit"
+        );
     }
 }

@@ -6,7 +6,11 @@
 //! everything else depends on:
 //!
 //! - [`Collective`]: the trait a transport implements (TCP, MPI, NCCL, RDMA, or yours),
-//!   and that middleware (Tensor Fusion, the Timeline) implements by wrapping another one;
+//!   and that middleware (Tensor Fusion, the Timeline) implements by wrapping another one
+//!   as a [`Layer`](layer::Layer), which sees every call as one [`Operation`];
+//! - [`driver`]: what transports that run [`schedule`]s share (the group behind one lock,
+//!   the call sequence, poisoning by the first failure, sub-group names), so that such a
+//!   transport brings only its event loop;
 //! - the vocabulary: [`DType`], [`ReduceOp`] and [`Reduction`], [`Device`], tensor views
 //!   ([`Tensor`], [`TensorMut`]) over host memory or device memory ([`DeviceBuffer`], with
 //!   the work that writes it: [`Ready`]), [`Topology`];
@@ -14,6 +18,8 @@
 //!   from the host, batched device copies), which device transports offer the layers
 //!   above and the conformance suite runs on;
 //! - [`kernels`]: the reduction kernels, the single definition of reduction semantics;
+//!   [`adasum`]: Horovod's scale-invariant combination of gradients, as an algorithm over
+//!   any `Collective`;
 //! - [`Store`]: rendezvous key-value storage, with in-memory and shared-directory
 //!   implementations;
 //! - [`Error`]: the one error type;
@@ -62,6 +68,7 @@
 //! A router that sends CPU tensors to one transport and CUDA tensors to another is itself
 //! a `Collective`: it asks [`Collective::supports`] and forwards.
 
+pub mod adasum;
 pub mod auth;
 pub mod collective;
 pub mod compression;
@@ -69,13 +76,16 @@ pub mod compression;
 pub mod conformance;
 pub mod device;
 pub mod device_memory;
+pub mod driver;
 pub mod dtype;
 pub mod dynlib;
 pub mod env;
 pub mod error;
 pub mod kernels;
+pub mod layer;
 pub mod net;
 pub mod op;
+pub mod operation;
 pub mod process;
 pub mod reference;
 pub mod rng;
@@ -96,6 +106,7 @@ pub use device_memory::{DeviceBlock, DeviceCopy, DeviceMemory};
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use op::{ReduceOp, Reduction};
+pub use operation::{OpKind, Operation};
 pub use store::{FileStore, MemoryStore, PrefixStore, Store};
 pub use tensor::{DeviceBuffer, Memory, MemoryMut, Ready, Tensor, TensorMut, batch_name};
 pub use topology::Topology;

@@ -108,10 +108,11 @@ impl FromStr for ReduceOp {
 /// A reduction: the op plus Horovod's scale factors.
 ///
 /// `prescale` multiplies each rank's contribution before it is combined, `postscale`
-/// multiplies the combined result (after the division of `Average`). Integer tensors are
-/// scaled through `f64` and truncated toward zero, saturating at the type's bounds; f16
-/// and bf16 are multiplied in `f64` and rounded to `f32`, then to their own type (the
-/// same bits on every CPU); a factor of exactly 1.0 leaves the data untouched.
+/// multiplies the combined result (after the division of `Average`). Floats are scaled in
+/// their own precision, as Horovod does: f64 in f64, f32 in f32 with the factor rounded
+/// to f32, f16 and bf16 in f32 and rounded back (the same bits on every CPU). Integer
+/// tensors are scaled through `f64` and truncated toward zero, saturating at the type's
+/// bounds. A factor of exactly 1.0 leaves the data untouched.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Reduction {
     pub op: ReduceOp,

@@ -243,6 +243,14 @@ impl<'a> Tensor<'a> {
             Memory::Device(_) => None,
         }
     }
+
+    /// The bytes, for a transport (`backend`) that takes host memory only: device memory
+    /// is an [`Error::Unsupported`] naming the device, the rank, the operation and the
+    /// tensor.
+    pub fn host_for(&self, backend: &'static str, rank: usize, op: &str) -> Result<&'a [u8]> {
+        self.host()
+            .ok_or_else(|| host_only(backend, rank, op, self.device(), self.name()))
+    }
 }
 
 impl<'a> TensorMut<'a> {
@@ -347,6 +355,20 @@ impl<'a> TensorMut<'a> {
         }
     }
 
+    /// The bytes, for a transport (`backend`) that takes host memory only: device memory
+    /// is an [`Error::Unsupported`] naming the device, the rank, the operation and the
+    /// tensor.
+    pub fn host_mut_for(
+        &mut self,
+        backend: &'static str,
+        rank: usize,
+        op: &str,
+    ) -> Result<&mut [u8]> {
+        let (device, name) = (self.device(), self.name);
+        self.host_mut()
+            .ok_or_else(|| host_only(backend, rank, op, device, name))
+    }
+
     /// A read-only view of the same tensor.
     pub fn as_tensor(&self) -> Tensor<'_> {
         Tensor {
@@ -368,6 +390,14 @@ pub fn batch_name(tensors: &[TensorMut<'_>]) -> String {
         [] => "empty batch".into(),
         [one] => one.name().into(),
         [first, rest @ ..] => format!("{} (+{} more)", first.name(), rest.len()),
+    }
+}
+
+/// What a transport that takes host memory only says of a tensor in device memory.
+fn host_only(backend: &'static str, rank: usize, op: &str, device: Device, tensor: &str) -> Error {
+    Error::Unsupported {
+        backend,
+        what: format!("{device} memory (rank {rank}, {op} of '{tensor}')"),
     }
 }
 

@@ -1,5 +1,7 @@
 //! Byte sizes as people write them: `4K`, `64MiB`, `128MB`, `1048576`.
 
+use std::ops::RangeInclusive;
+
 use crate::{Error, Result};
 
 /// The accepted forms, for error messages.
@@ -30,6 +32,37 @@ pub fn parse_bytes(name: &str, value: &str) -> Result<usize> {
         _ => return Err(bad()),
     };
     number.checked_mul(multiplier).ok_or_else(bad)
+}
+
+/// Parses a byte size that must lie in `range`; the error names the bounds.
+pub fn parse_bytes_in(name: &str, value: &str, range: RangeInclusive<usize>) -> Result<usize> {
+    let bytes = parse_bytes(name, value)?;
+    if range.contains(&bytes) {
+        return Ok(bytes);
+    }
+    Err(out_of_bounds(name, value, &range))
+}
+
+/// Refuses a byte size outside `range` (one set in code rather than read from text),
+/// with the same words as [`parse_bytes_in`].
+pub fn check_bytes_in(name: &str, bytes: usize, range: RangeInclusive<usize>) -> Result<()> {
+    if range.contains(&bytes) {
+        return Ok(());
+    }
+    Err(out_of_bounds(name, &bytes.to_string(), &range))
+}
+
+fn out_of_bounds(name: &str, value: &str, range: &RangeInclusive<usize>) -> Error {
+    let bounds = match (*range.start(), *range.end()) {
+        (0, max) => format!("at most {}", format_bytes(max)),
+        (min, usize::MAX) => format!("at least {}", format_bytes(min)),
+        (min, max) => format!("from {} to {}", format_bytes(min), format_bytes(max)),
+    };
+    Error::Config {
+        name: name.into(),
+        value: value.into(),
+        expected: format!("{bounds}: {BYTE_FORMS}"),
+    }
 }
 
 /// Formats a byte count the way [`parse_bytes`] reads it back, with the largest binary
@@ -86,6 +119,19 @@ pub fn parse_duration(name: &str, value: &str, bare: TimeUnit) -> Result<std::ti
         .ok()
         .filter(|d| *d <= MAX_DURATION)
         .ok_or_else(bad)
+}
+
+/// Parses a timeout: a positive duration, a bare number in seconds.
+pub fn parse_timeout(name: &str, value: &str) -> Result<std::time::Duration> {
+    let duration = parse_duration(name, value, TimeUnit::Seconds)?;
+    if duration.is_zero() {
+        return Err(Error::Config {
+            name: name.into(),
+            value: value.into(),
+            expected: "a positive duration such as 30, 2.5 or 5m".into(),
+        });
+    }
+    Ok(duration)
 }
 
 #[cfg(test)]
@@ -165,5 +211,39 @@ mod tests {
                 format!("invalid value \"{bad}\" for size: expected {BYTE_FORMS}")
             );
         }
+    }
+
+    #[test]
+    fn bounded_sizes_name_their_bounds() {
+        assert_eq!(
+            parse_bytes_in("x", "64K", 1..=usize::MAX).unwrap(),
+            64 << 10
+        );
+        let cases = [
+            (0..=(64 << 20), "1G", "at most 64M"),
+            (1..=usize::MAX, "0", "at least 1"),
+            ((4 << 10)..=(256 << 20), "1K", "from 4K to 256M"),
+        ];
+        for (range, value, bounds) in cases {
+            assert_eq!(
+                parse_bytes_in("HVD_X", value, range)
+                    .unwrap_err()
+                    .to_string(),
+                format!("invalid value \"{value}\" for HVD_X: expected {bounds}: {BYTE_FORMS}")
+            );
+        }
+        assert_eq!(
+            check_bytes_in("slot", 5, 8..=16).unwrap_err().to_string(),
+            format!("invalid value \"5\" for slot: expected from 8 to 16: {BYTE_FORMS}")
+        );
+    }
+
+    #[test]
+    fn a_timeout_is_positive() {
+        assert_eq!(parse_timeout("t", "2").unwrap(), Duration::from_secs(2));
+        assert_eq!(
+            parse_timeout("HVD_TIMEOUT", "0").unwrap_err().to_string(),
+            "invalid value \"0\" for HVD_TIMEOUT: expected a positive duration such as 30, 2.5 or 5m"
+        );
     }
 }

@@ -1,10 +1,9 @@
 //! The conformance suite fails transports that get things wrong, and says what went wrong.
 
 use hvd_core::conformance::{self, Options};
+use hvd_core::layer::Layer;
 use hvd_core::reference::{LocalCollective, LocalGroup};
-use hvd_core::{
-    Collective, DType, Device, ReduceOp, Reduction, Result, Tensor, TensorMut, Topology,
-};
+use hvd_core::{Collective, DType, Operation, ReduceOp, Reduction, Result, TensorMut};
 
 /// A transport with one deliberate bug, delegating everything else to the reference.
 struct Buggy {
@@ -26,16 +25,7 @@ enum Bug {
     AlltoallReversed,
 }
 
-impl Collective for Buggy {
-    fn topology(&self) -> &Topology {
-        self.inner.topology()
-    }
-    fn backend(&self) -> &'static str {
-        "buggy"
-    }
-    fn supports(&self, device: Device) -> bool {
-        self.inner.supports(device)
-    }
+impl Buggy {
     fn allreduce(&self, tensors: &mut [TensorMut<'_>], reduction: Reduction) -> Result<()> {
         let mut r = reduction;
         let has_bool = tensors.iter().any(|t| t.dtype() == DType::Bool);
@@ -55,56 +45,60 @@ impl Collective for Buggy {
         }
         Ok(())
     }
-    fn broadcast(&self, tensors: &mut [TensorMut<'_>], root: usize) -> Result<()> {
-        if matches!(self.bug, Bug::BroadcastNoop) && root < self.topology().size() {
-            return Ok(());
+
+    fn reverse_blocks(output: &mut TensorMut<'_>, recv: &[usize]) {
+        let width = output.dtype().size();
+        let bytes = output.host_mut().expect("host memory");
+        let mut blocks: Vec<Vec<u8>> = Vec::new();
+        let mut offset = 0;
+        for count in recv {
+            blocks.push(bytes[offset..offset + count * width].to_vec());
+            offset += count * width;
         }
-        self.inner.broadcast(tensors, root)
+        let reversed: Vec<u8> = blocks.into_iter().rev().flatten().collect();
+        bytes.copy_from_slice(&reversed);
     }
-    fn allgather(
-        &self,
-        input: &Tensor<'_>,
-        output: &mut TensorMut<'_>,
-        counts: &[usize],
-    ) -> Result<()> {
-        self.inner.allgather(input, output, counts)
+}
+
+impl Layer for Buggy {
+    type Inner = LocalCollective;
+
+    fn inner(&self) -> &LocalCollective {
+        &self.inner
     }
-    fn alltoall(
-        &self,
-        input: &Tensor<'_>,
-        send: &[usize],
-        output: &mut TensorMut<'_>,
-        recv: &[usize],
-    ) -> Result<()> {
-        self.inner.alltoall(input, send, output, recv)?;
-        if matches!(self.bug, Bug::AlltoallReversed) {
-            let bytes = output.host_mut().expect("host memory");
-            let width = input.dtype().size();
-            let mut blocks: Vec<Vec<u8>> = Vec::new();
-            let mut offset = 0;
-            for count in recv {
-                blocks.push(bytes[offset..offset + count * width].to_vec());
-                offset += count * width;
+
+    fn call(&self, op: Operation<'_, '_>) -> Result<()> {
+        match (op, self.bug) {
+            (Operation::Allreduce { tensors, reduction }, _) => self.allreduce(tensors, reduction),
+            (Operation::Broadcast { root, .. }, Bug::BroadcastNoop)
+                if root < self.topology().size() =>
+            {
+                Ok(())
             }
-            let reversed: Vec<u8> = blocks.into_iter().rev().flatten().collect();
-            bytes.copy_from_slice(&reversed);
+            (
+                Operation::Alltoall {
+                    input,
+                    send_counts,
+                    output,
+                    recv_counts,
+                },
+                Bug::AlltoallReversed,
+            ) => {
+                self.inner
+                    .alltoall(input, send_counts, output, recv_counts)?;
+                Self::reverse_blocks(output, recv_counts);
+                Ok(())
+            }
+            (other, _) => other.run(&self.inner),
         }
-        Ok(())
     }
-    fn reducescatter(
-        &self,
-        input: &Tensor<'_>,
-        output: &mut TensorMut<'_>,
-        counts: &[usize],
-        r: Reduction,
-    ) -> Result<()> {
-        self.inner.reducescatter(input, output, counts, r)
+
+    fn split(this: &Self, members: &[usize]) -> Result<Option<Box<dyn Collective>>> {
+        this.inner.split(members)
     }
-    fn barrier(&self) -> Result<()> {
-        self.inner.barrier()
-    }
-    fn split(&self, members: &[usize]) -> Result<Option<Box<dyn Collective>>> {
-        self.inner.split(members)
+
+    fn backend(_: &Self) -> &'static str {
+        "buggy"
     }
 }
 

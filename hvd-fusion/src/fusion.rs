@@ -4,10 +4,9 @@ use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use hvd_core::layer::Layer;
 use hvd_core::trace::Tracer;
-use hvd_core::{
-    Collective, Device, DeviceMemory, Reduction, Result, Tensor, TensorMut, Topology, validate,
-};
+use hvd_core::{Collective, DeviceMemory, Operation, Result, TensorMut, validate};
 
 use crate::batch;
 use crate::buffer::FusionBuffer;
@@ -71,11 +70,6 @@ impl<C: Collective> Fusion<C> {
     /// when the threshold shrinks.
     pub fn set_threshold(&self, bytes: usize) {
         self.threshold.store(bytes, Ordering::Relaxed);
-    }
-
-    /// The wrapped collective.
-    pub fn inner(&self) -> &C {
-        &self.inner
     }
 
     /// Carries out `op` on the batch: packs through the fusion buffer, the rest as it is.
@@ -215,85 +209,40 @@ impl<C: Collective> fmt::Debug for Fusion<C> {
     }
 }
 
-impl<C: Collective> Collective for Fusion<C> {
-    fn topology(&self) -> &Topology {
-        self.inner.topology()
+impl<C: Collective> Layer for Fusion<C> {
+    type Inner = C;
+
+    fn inner(&self) -> &C {
+        &self.inner
     }
 
-    fn backend(&self) -> &'static str {
-        self.inner.backend()
-    }
-
-    fn supports(&self, device: Device) -> bool {
-        self.inner.supports(device)
-    }
-
-    fn backend_on(&self, device: Device) -> &'static str {
-        self.inner.backend_on(device)
-    }
-
-    fn fuses_batches(&self) -> bool {
-        true
-    }
-
-    fn device_memory(&self, device: Device) -> Option<Arc<dyn DeviceMemory>> {
-        self.inner.device_memory(device)
-    }
-
-    fn allreduce(&self, tensors: &mut [TensorMut<'_>], reduction: Reduction) -> Result<()> {
-        // Before packing, so that a bad call names the caller's tensor, as unfused.
-        validate::allreduce(self.inner.topology().rank(), tensors, reduction)?;
-        self.fuse(tensors, FusedOp::Allreduce(reduction))
-    }
-
-    fn broadcast(&self, tensors: &mut [TensorMut<'_>], root: usize) -> Result<()> {
-        if root >= self.inner.topology().size() {
-            // The inner collective refuses it, and its message names the batch its own way:
-            // hand it the batch unpacked so that the error reads exactly as unfused.
-            return self.inner.broadcast(tensors, root);
+    /// Allreduces and broadcasts are packed; every other call goes through as it is.
+    fn call(&self, op: Operation<'_, '_>) -> Result<()> {
+        match op {
+            Operation::Allreduce { tensors, reduction } => {
+                // Before packing, so that a bad call names the caller's tensor, as unfused.
+                validate::allreduce(self.inner.topology().rank(), tensors, reduction)?;
+                self.fuse(tensors, FusedOp::Allreduce(reduction))
+            }
+            // A root out of range goes to the inner collective unpacked, whose refusal
+            // then names the batch exactly as unfused.
+            Operation::Broadcast { tensors, root } if root < self.inner.topology().size() => {
+                self.fuse(tensors, FusedOp::Broadcast { root })
+            }
+            other => other.run(&self.inner),
         }
-        self.fuse(tensors, FusedOp::Broadcast { root })
     }
 
-    fn allgather(
-        &self,
-        input: &Tensor<'_>,
-        output: &mut TensorMut<'_>,
-        counts: &[usize],
-    ) -> Result<()> {
-        self.inner.allgather(input, output, counts)
-    }
-
-    fn alltoall(
-        &self,
-        input: &Tensor<'_>,
-        send_counts: &[usize],
-        output: &mut TensorMut<'_>,
-        recv_counts: &[usize],
-    ) -> Result<()> {
-        self.inner.alltoall(input, send_counts, output, recv_counts)
-    }
-
-    fn reducescatter(
-        &self,
-        input: &Tensor<'_>,
-        output: &mut TensorMut<'_>,
-        counts: &[usize],
-        reduction: Reduction,
-    ) -> Result<()> {
-        self.inner.reducescatter(input, output, counts, reduction)
-    }
-
-    fn barrier(&self) -> Result<()> {
-        self.inner.barrier()
-    }
-
-    fn split(&self, members: &[usize]) -> Result<Option<Box<dyn Collective>>> {
-        let sub = self.inner.split(members)?;
+    fn split(this: &Self, members: &[usize]) -> Result<Option<Box<dyn Collective>>> {
+        let sub = this.inner.split(members)?;
         Ok(sub.map(|sub| {
-            let fused = Fusion::with_parts(sub, self.threshold(), self.tracer.clone());
+            let fused = Fusion::with_parts(sub, this.threshold(), this.tracer.clone());
             Box::new(fused) as Box<dyn Collective>
         }))
+    }
+
+    fn fuses_batches(_: &Self) -> bool {
+        true
     }
 }
 
@@ -303,7 +252,7 @@ mod tests {
 
     use hvd_core::reference::LocalGroup;
     use hvd_core::trace::SpanArgs;
-    use hvd_core::{DType, ReduceOp};
+    use hvd_core::{DType, ReduceOp, Reduction};
 
     use super::*;
     use crate::{MEMCPY_IN_FUSION_BUFFER as IN, MEMCPY_OUT_FUSION_BUFFER as OUT};

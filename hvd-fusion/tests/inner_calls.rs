@@ -3,10 +3,10 @@
 
 use std::sync::{Arc, Mutex};
 
+use hvd_core::layer::Layer;
 use hvd_core::reference::LocalGroup;
 use hvd_core::{
-    Collective, DType, Device, DeviceBuffer, MemoryMut, ReduceOp, Reduction, Result, Tensor,
-    TensorMut, Topology,
+    Collective, DType, DeviceBuffer, MemoryMut, Operation, ReduceOp, Reduction, Result, TensorMut,
 };
 use hvd_fusion::{DEFAULT_THRESHOLD, Fusion};
 
@@ -64,66 +64,36 @@ impl Recording {
     }
 }
 
-impl Collective for Recording {
-    fn topology(&self) -> &Topology {
-        self.inner.topology()
+impl Layer for Recording {
+    type Inner = dyn Collective;
+
+    fn inner(&self) -> &(dyn Collective + 'static) {
+        self.inner.as_ref()
     }
 
-    fn backend(&self) -> &'static str {
-        self.inner.backend()
+    fn call(&self, op: Operation<'_, '_>) -> Result<()> {
+        match op {
+            Operation::Allreduce { tensors, reduction } => {
+                self.record("allreduce", Some(reduction), tensors);
+                self.inner.allreduce(tensors, reduction)
+            }
+            Operation::Broadcast { tensors, root } => {
+                self.record("broadcast", None, tensors);
+                self.inner.broadcast(tensors, root)
+            }
+            other => other.run(self.inner.as_ref()),
+        }
     }
 
-    fn supports(&self, device: Device) -> bool {
-        self.inner.supports(device)
+    fn fuses_batches(this: &Self) -> bool {
+        this.scatter_gathers
     }
 
-    fn allreduce(&self, tensors: &mut [TensorMut<'_>], reduction: Reduction) -> Result<()> {
-        self.record("allreduce", Some(reduction), tensors);
-        self.inner.allreduce(tensors, reduction)
-    }
-
-    fn broadcast(&self, tensors: &mut [TensorMut<'_>], root: usize) -> Result<()> {
-        self.record("broadcast", None, tensors);
-        self.inner.broadcast(tensors, root)
-    }
-
-    fn allgather(&self, input: &Tensor, output: &mut TensorMut, counts: &[usize]) -> Result<()> {
-        self.inner.allgather(input, output, counts)
-    }
-
-    fn alltoall(
-        &self,
-        input: &Tensor,
-        send_counts: &[usize],
-        output: &mut TensorMut,
-        recv_counts: &[usize],
-    ) -> Result<()> {
-        self.inner.alltoall(input, send_counts, output, recv_counts)
-    }
-
-    fn reducescatter(
-        &self,
-        input: &Tensor,
-        output: &mut TensorMut,
-        counts: &[usize],
-        reduction: Reduction,
-    ) -> Result<()> {
-        self.inner.reducescatter(input, output, counts, reduction)
-    }
-
-    fn barrier(&self) -> Result<()> {
-        self.inner.barrier()
-    }
-
-    fn fuses_batches(&self) -> bool {
-        self.scatter_gathers
-    }
-
-    fn split(&self, members: &[usize]) -> Result<Option<Box<dyn Collective>>> {
-        let sub = self.inner.split(members)?;
+    fn split(this: &Self, members: &[usize]) -> Result<Option<Box<dyn Collective>>> {
+        let sub = this.inner.split(members)?;
         Ok(sub.map(|inner| {
-            let calls = self.calls.clone();
-            let scatter_gathers = self.scatter_gathers;
+            let calls = this.calls.clone();
+            let scatter_gathers = this.scatter_gathers;
             Box::new(Recording {
                 inner,
                 calls,

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use hvd_core::units::{BYTE_FORMS, TimeUnit, parse_bytes, parse_duration};
+use hvd_core::units::parse_bytes_in;
 use hvd_core::{Error, Result, env};
 
 /// Longest job id accepted, so that a handshake stays small and bounded.
@@ -51,8 +51,8 @@ pub struct TcpConfig {
 impl Default for TcpConfig {
     fn default() -> Self {
         TcpConfig {
-            start_timeout: Duration::from_secs(30),
-            op_timeout: Duration::from_secs(60),
+            start_timeout: env::DEFAULT_START_TIMEOUT,
+            op_timeout: env::DEFAULT_OP_TIMEOUT,
             interface: None,
             secret: Vec::new(),
             job_id: String::new(),
@@ -87,8 +87,8 @@ impl TcpConfig {
     /// | `HVD_IFACE` (alias `HOROVOD_GLOO_IFACE`) | interface to use | a name such as `eth0`, or a list `eth0,ib0` |
     /// | `HVD_SECRET` | shared secret | any bytes |
     /// | `HVD_JOB_ID` | job id | up to 256 bytes of text |
-    /// | `HVD_START_TIMEOUT` | `start_timeout` | seconds, e.g. `30` or `2.5` |
-    /// | `HVD_TCP_TIMEOUT` | `op_timeout` | seconds |
+    /// | `HVD_START_TIMEOUT` (alias `HOROVOD_START_TIMEOUT`) | `start_timeout` | seconds, e.g. `30` or `2.5` |
+    /// | `HVD_TCP_TIMEOUT`, else the job's `HVD_TIMEOUT` (alias `HOROVOD_GLOO_TIMEOUT_SECONDS`) | `op_timeout` | seconds |
     /// | `HVD_TCP_SMALL_BYTES` | `small_bytes` | a byte size such as `65536` or `64K` |
     ///
     /// A malformed value is an [`Error::Config`] that names the variable, the value and
@@ -115,43 +115,18 @@ impl TcpConfig {
             }
             config.job_id = job_id;
         }
-        if let Some(value) = var("HVD_START_TIMEOUT") {
-            config.start_timeout = seconds("HVD_START_TIMEOUT", &value)?;
+        if let Some(timeout) = env::start_timeout(&var)? {
+            config.start_timeout = timeout;
         }
-        if let Some(value) = var("HVD_TCP_TIMEOUT") {
-            config.op_timeout = seconds("HVD_TCP_TIMEOUT", &value)?;
+        if let Some(timeout) = env::op_timeout(&var, "HVD_TCP_TIMEOUT")? {
+            config.op_timeout = timeout;
         }
         if let Some(value) = var("HVD_TCP_SMALL_BYTES") {
-            config.small_bytes = small_bytes("HVD_TCP_SMALL_BYTES", &value)?;
+            config.small_bytes =
+                parse_bytes_in("HVD_TCP_SMALL_BYTES", &value, 0..=MAX_SMALL_BYTES)?;
         }
         Ok(config)
     }
-}
-
-/// A positive duration (`30`, `2.5`, `500ms`, `5m`; a bare number is in seconds).
-fn seconds(name: &str, value: &str) -> Result<Duration> {
-    let duration = parse_duration(name, value, TimeUnit::Seconds)?;
-    if duration.is_zero() {
-        return Err(Error::Config {
-            name: name.into(),
-            value: value.into(),
-            expected: "a positive duration such as 30, 2.5 or 5m".into(),
-        });
-    }
-    Ok(duration)
-}
-
-fn small_bytes(name: &str, value: &str) -> Result<usize> {
-    let out_of_range = || Error::Config {
-        name: name.into(),
-        value: value.into(),
-        expected: format!("at most 64M: {BYTE_FORMS}"),
-    };
-    let bytes = parse_bytes(name, value)?;
-    if bytes > MAX_SMALL_BYTES {
-        return Err(out_of_range());
-    }
-    Ok(bytes)
 }
 
 #[cfg(test)]
@@ -209,12 +184,16 @@ mod tests {
             ),
             (
                 ("HVD_TCP_SMALL_BYTES", "lots"),
-                &format!("invalid value \"lots\" for HVD_TCP_SMALL_BYTES: expected {BYTE_FORMS}"),
+                &format!(
+                    "invalid value \"lots\" for HVD_TCP_SMALL_BYTES: expected {}",
+                    hvd_core::units::BYTE_FORMS
+                ),
             ),
             (
                 ("HVD_TCP_SMALL_BYTES", "1G"),
                 &format!(
-                    "invalid value \"1G\" for HVD_TCP_SMALL_BYTES: expected at most 64M: {BYTE_FORMS}"
+                    "invalid value \"1G\" for HVD_TCP_SMALL_BYTES: expected at most 64M: {}",
+                    hvd_core::units::BYTE_FORMS
                 ),
             ),
         ];

@@ -5,21 +5,11 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use hvd_core::{Error, Reduction};
+use hvd_core::Error;
 
-use crate::frame::{Abort, OpCode, Unexpected};
+pub(crate) use hvd_core::driver::Call;
 
-/// The call a failure happened in, for messages.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Call<'a> {
-    pub rank: usize,
-    pub ranks: usize,
-    pub op: OpCode,
-    pub tensor: &'a str,
-    pub seq: u32,
-    /// The reduction that reduce actions apply (`Sum` for calls that do not reduce).
-    pub reduction: Reduction,
-}
+use crate::frame::{Abort, Unexpected};
 
 /// A failure that ends the call and poisons the group.
 #[derive(Debug, Clone)]
@@ -194,7 +184,7 @@ impl Fault {
 
 #[cfg(test)]
 mod tests {
-    use hvd_core::ReduceOp;
+    use hvd_core::{OpKind, ReduceOp, Reduction};
 
     use super::*;
 
@@ -202,7 +192,7 @@ mod tests {
         Call {
             rank: 0,
             ranks: 4,
-            op: OpCode::Allreduce,
+            op: OpKind::Allreduce,
             tensor: "big",
             seq: 3,
             reduction: Reduction::new(ReduceOp::Sum),

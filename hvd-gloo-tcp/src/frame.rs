@@ -14,47 +14,13 @@
 
 use std::fmt;
 
+use hvd_core::OpKind;
+pub(crate) use hvd_core::driver::Abort;
+
 pub(crate) const HEADER_LEN: usize = 24;
 const MAGIC: u32 = u32::from_le_bytes(*b"HvdF");
 /// Longest cause an ABORT frame carries, so that reading one is bounded.
 pub(crate) const MAX_ABORT_LEN: usize = 4096;
-
-/// Which collective a frame belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum OpCode {
-    Allreduce = 1,
-    Broadcast = 2,
-    Allgather = 3,
-    Alltoall = 4,
-    Reducescatter = 5,
-    Barrier = 6,
-}
-
-impl OpCode {
-    const ALL: [OpCode; 6] = [
-        OpCode::Allreduce,
-        OpCode::Broadcast,
-        OpCode::Allgather,
-        OpCode::Alltoall,
-        OpCode::Reducescatter,
-        OpCode::Barrier,
-    ];
-
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            OpCode::Allreduce => "allreduce",
-            OpCode::Broadcast => "broadcast",
-            OpCode::Allgather => "allgather",
-            OpCode::Alltoall => "alltoall",
-            OpCode::Reducescatter => "reducescatter",
-            OpCode::Barrier => "barrier",
-        }
-    }
-
-    fn from_code(code: u8) -> Option<OpCode> {
-        Self::ALL.into_iter().find(|op| *op as u8 == code)
-    }
-}
 
 /// What a frame is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,7 +33,7 @@ pub(crate) enum Kind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Header {
     pub kind: Kind,
-    pub op: OpCode,
+    pub op: OpKind,
     pub seq: u32,
     pub item: u32,
     pub len: u64,
@@ -97,7 +63,7 @@ impl fmt::Display for Unexpected {
 }
 
 impl Header {
-    pub(crate) fn data(op: OpCode, seq: u32, item: u32, len: usize) -> Header {
+    pub(crate) fn data(op: OpKind, seq: u32, item: u32, len: usize) -> Header {
         Header {
             kind: Kind::Data,
             op,
@@ -111,7 +77,7 @@ impl Header {
         let mut out = [0u8; HEADER_LEN];
         out[0..4].copy_from_slice(&MAGIC.to_le_bytes());
         out[4] = self.kind as u8;
-        out[5] = self.op as u8;
+        out[5] = self.op.code();
         out[8..12].copy_from_slice(&self.seq.to_le_bytes());
         out[12..16].copy_from_slice(&self.item.to_le_bytes());
         out[16..24].copy_from_slice(&self.len.to_le_bytes());
@@ -136,7 +102,7 @@ impl Header {
             2 => Kind::Abort,
             other => return garbage(format!("unknown frame kind {other}")),
         };
-        let Some(op) = OpCode::from_code(bytes[5]) else {
+        let Some(op) = OpKind::from_code(bytes[5]) else {
             return garbage(format!("unknown operation code {}", bytes[5]));
         };
         let mut len = [0u8; 8];
@@ -181,61 +147,29 @@ impl Header {
     }
 }
 
-/// The payload of an ABORT frame.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Abort {
-    pub culprit: usize,
-    pub reporter: usize,
-    pub cause: String,
+/// A whole ABORT frame: header and payload, the cause cut to fit the bound.
+pub(crate) fn abort_frame(abort: &Abort, op: OpKind, seq: u32) -> Vec<u8> {
+    let payload = abort.encode(MAX_ABORT_LEN - 8);
+    let header = Header {
+        kind: Kind::Abort,
+        op,
+        seq,
+        item: 0,
+        len: payload.len() as u64,
+    };
+    let mut out = header.encode().to_vec();
+    out.extend_from_slice(&payload);
+    out
 }
 
-impl Abort {
-    /// The whole frame: header and payload, the cause cut to fit the bound.
-    pub(crate) fn encode(&self, op: OpCode, seq: u32) -> Vec<u8> {
-        let mut cause = self.cause.as_str();
-        while cause.len() > MAX_ABORT_LEN - 8 {
-            let mut end = MAX_ABORT_LEN - 8;
-            while !cause.is_char_boundary(end) {
-                end -= 1;
-            }
-            cause = &cause[..end];
-        }
-        let header = Header {
-            kind: Kind::Abort,
-            op,
-            seq,
-            item: 0,
-            len: (8 + cause.len()) as u64,
-        };
-        let mut out = header.encode().to_vec();
-        out.extend_from_slice(&(self.culprit as u32).to_le_bytes());
-        out.extend_from_slice(&(self.reporter as u32).to_le_bytes());
-        out.extend_from_slice(cause.as_bytes());
-        out
-    }
-
-    /// Decodes the payload of an ABORT frame.
-    pub(crate) fn decode(payload: &[u8]) -> Result<Abort, Unexpected> {
-        if payload.len() < 8 {
-            return Err(Unexpected::Garbage(format!(
-                "abort frame of {} bytes, too short to name a rank",
-                payload.len()
-            )));
-        }
-        let word = |at: usize| {
-            u32::from_le_bytes([
-                payload[at],
-                payload[at + 1],
-                payload[at + 2],
-                payload[at + 3],
-            ]) as usize
-        };
-        Ok(Abort {
-            culprit: word(0),
-            reporter: word(4),
-            cause: String::from_utf8_lossy(&payload[8..]).into_owned(),
-        })
-    }
+/// Decodes the payload of an ABORT frame.
+pub(crate) fn read_abort(payload: &[u8]) -> Result<Abort, Unexpected> {
+    Abort::decode(payload).ok_or_else(|| {
+        Unexpected::Garbage(format!(
+            "abort frame of {} bytes, too short to name a rank",
+            payload.len()
+        ))
+    })
 }
 
 #[cfg(test)]
@@ -244,7 +178,7 @@ mod tests {
 
     #[test]
     fn headers_round_trip() {
-        let h = Header::data(OpCode::Alltoall, 7, 3, 1 << 40);
+        let h = Header::data(OpKind::Alltoall, 7, 3, 1 << 40);
         assert_eq!(Header::decode(&h.encode()), Ok(h));
     }
 
@@ -255,7 +189,7 @@ mod tests {
             err.to_string(),
             "garbage frame header [47, 45, 54, 20, 2f, 20, 48, 54, 54, 50, 2f, 31, 2e, 31, 0d, 0a, 48, 6f, 73, 74, 3a, 20, 61, 62]: bad magic 0x20544547"
         );
-        let mut bytes = Header::data(OpCode::Barrier, 1, 0, 0).encode();
+        let mut bytes = Header::data(OpKind::Barrier, 1, 0, 0).encode();
         bytes[5] = 99;
         assert!(
             Header::decode(&bytes)
@@ -267,7 +201,7 @@ mod tests {
 
     #[test]
     fn a_huge_abort_length_is_garbage_not_an_allocation() {
-        let mut bytes = Header::data(OpCode::Barrier, 1, 0, 0).encode();
+        let mut bytes = Header::data(OpKind::Barrier, 1, 0, 0).encode();
         bytes[4] = Kind::Abort as u8;
         bytes[16..24].copy_from_slice(&u64::MAX.to_le_bytes());
         assert_eq!(
@@ -279,13 +213,13 @@ mod tests {
 
     #[test]
     fn expectations_name_what_differs() {
-        let ours = Header::data(OpCode::Allreduce, 5, 2, 4096);
-        let other_call = Header::data(OpCode::Broadcast, 6, 0, 4096);
+        let ours = Header::data(OpKind::Allreduce, 5, 2, 4096);
+        let other_call = Header::data(OpKind::Broadcast, 6, 0, 4096);
         assert_eq!(
             other_call.expect(&ours).unwrap_err().to_string(),
             "a frame of call #6 (broadcast) where this rank runs call #5 (allreduce): the ranks are not making the same calls in the same order"
         );
-        let other_len = Header::data(OpCode::Allreduce, 5, 2, 2048);
+        let other_len = Header::data(OpKind::Allreduce, 5, 2, 2048);
         assert_eq!(
             other_len.expect(&ours),
             Err(Unexpected::Length {
@@ -293,7 +227,7 @@ mod tests {
                 ours: 4096
             })
         );
-        let other_item = Header::data(OpCode::Allreduce, 5, 3, 4096);
+        let other_item = Header::data(OpKind::Allreduce, 5, 3, 4096);
         assert_eq!(
             other_item.expect(&ours).unwrap_err().to_string(),
             "frame 3 of the call where this rank expects frame 2"
@@ -307,7 +241,7 @@ mod tests {
             reporter: 1,
             cause: "connection reset".into(),
         };
-        let frame = abort.encode(OpCode::Allreduce, 9);
+        let frame = abort_frame(&abort, OpKind::Allreduce, 9);
         let mut header = [0u8; HEADER_LEN];
         header.copy_from_slice(&frame[..HEADER_LEN]);
         let h = Header::decode(&header).unwrap();
@@ -315,23 +249,23 @@ mod tests {
             (h.kind, h.len as usize),
             (Kind::Abort, frame.len() - HEADER_LEN)
         );
-        assert_eq!(Abort::decode(&frame[HEADER_LEN..]), Ok(abort));
+        assert_eq!(read_abort(&frame[HEADER_LEN..]), Ok(abort));
 
         let long = Abort {
             culprit: 0,
             reporter: 0,
             cause: "é".repeat(MAX_ABORT_LEN),
         };
-        let frame = long.encode(OpCode::Barrier, 1);
+        let frame = abort_frame(&long, OpKind::Barrier, 1);
         assert!(frame.len() <= HEADER_LEN + MAX_ABORT_LEN);
         assert!(
-            Abort::decode(&frame[HEADER_LEN..])
+            read_abort(&frame[HEADER_LEN..])
                 .unwrap()
                 .cause
                 .starts_with("éé")
         );
         assert_eq!(
-            Abort::decode(&[1, 2]).unwrap_err().to_string(),
+            read_abort(&[1, 2]).unwrap_err().to_string(),
             "abort frame of 2 bytes, too short to name a rank"
         );
     }

@@ -143,7 +143,7 @@ pub mod fuzzing {
         if let Some(header) = bytes.first_chunk::<{ crate::frame::HEADER_LEN }>() {
             let _ = crate::frame::Header::decode(header);
         }
-        let _ = crate::frame::Abort::decode(bytes.get(crate::frame::HEADER_LEN..).unwrap_or(&[]));
+        let _ = crate::frame::read_abort(bytes.get(crate::frame::HEADER_LEN..).unwrap_or(&[]));
     }
 
     /// The opening HELLO of a connection.

@@ -140,13 +140,13 @@ mod tests {
     use hvd_core::{MemoryStore, ReduceOp, Reduction};
 
     use super::*;
-    use crate::frame::OpCode;
+    use hvd_core::OpKind;
 
     fn call(rank: usize) -> Call<'static> {
         Call {
             rank,
             ranks: 4,
-            op: OpCode::Allreduce,
+            op: OpKind::Allreduce,
             tensor: "grad",
             seq: 1,
             reduction: Reduction::new(ReduceOp::Sum),

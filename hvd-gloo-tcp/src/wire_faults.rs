@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use hvd_core::{Collective, MemoryStore, ReduceOp, Reduction, Store, TensorMut};
 
-use crate::frame::{Abort, Header, OpCode};
+use hvd_core::OpKind;
+
+use crate::frame::{Abort, Header, abort_frame};
 use crate::handshake::{self, Identity};
 use crate::record::Record;
 use crate::{TcpCollective, TcpConfig};
@@ -88,7 +90,7 @@ fn garbage_mid_call_is_a_protocol_error_naming_the_peer_op_and_tensor() {
 
 #[test]
 fn a_truncated_frame_names_how_far_it_got() {
-    let header = Header::data(OpCode::Allreduce, 1, 0, 4096).encode();
+    let header = Header::data(OpKind::Allreduce, 1, 0, 4096).encode();
     let (first, _, _) = allreduce_against(&header[..10], true);
     assert_eq!(
         first,
@@ -98,7 +100,7 @@ fn a_truncated_frame_names_how_far_it_got() {
 
 #[test]
 fn a_frame_of_another_length_says_the_ranks_passed_different_sizes() {
-    let mut frame = Header::data(OpCode::Allreduce, 1, 0, 2048)
+    let mut frame = Header::data(OpKind::Allreduce, 1, 0, 2048)
         .encode()
         .to_vec();
     frame.extend_from_slice(&[0u8; 2048]);
@@ -111,7 +113,7 @@ fn a_frame_of_another_length_says_the_ranks_passed_different_sizes() {
 
 #[test]
 fn a_frame_of_another_call_says_the_ranks_are_out_of_step() {
-    let frame = Header::data(OpCode::Barrier, 1, 0, 0).encode();
+    let frame = Header::data(OpKind::Barrier, 1, 0, 0).encode();
     let (first, _, addr) = allreduce_against(&frame, false);
     assert_eq!(
         first,
@@ -128,7 +130,7 @@ fn an_abort_frame_names_the_culprit_and_the_reporter() {
         reporter: 1,
         cause: "connection reset".into(),
     };
-    let (first, _, _) = allreduce_against(&abort.encode(OpCode::Allreduce, 1), false);
+    let (first, _, _) = allreduce_against(&abort_frame(&abort, OpKind::Allreduce, 1), false);
     assert_eq!(
         first,
         "rank 0: lost rank 3 during allreduce of tensor 'x': reported by rank 1: connection reset"

@@ -4,8 +4,9 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use hvd_core::{Collective, MemoryStore, ReduceOp, Reduction, Store, TensorMut};
+use hvd_core::{Collective, MemoryStore, Store, TensorMut};
 use hvd_gloo_tcp::{TcpCollective, TcpConfig};
+use hvd_testkit::{scenarios, threads};
 
 fn config(start_timeout: Duration) -> TcpConfig {
     let mut config = TcpConfig::default();
@@ -17,18 +18,14 @@ fn config(start_timeout: Duration) -> TcpConfig {
 /// what each one's `connect` returned, as text.
 fn connect_all(
     size: usize,
-    configs: impl Fn(usize) -> TcpConfig,
+    configs: impl Fn(usize) -> TcpConfig + Sync,
 ) -> Vec<Result<TcpCollective, String>> {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let handles: Vec<_> = (0..size)
-        .map(|rank| {
-            let (store, config) = (store.clone(), configs(rank));
-            thread::spawn(move || {
-                TcpCollective::connect(store, rank, size, config).map_err(|e| e.to_string())
-            })
-        })
-        .collect();
-    handles.into_iter().map(|h| h.join().unwrap()).collect()
+    threads::connect_all(size, |store, rank| {
+        TcpCollective::connect(store, rank, size, configs(rank))
+    })
+    .into_iter()
+    .map(|r| r.map_err(|e| e.to_string()))
+    .collect()
 }
 
 #[test]
@@ -107,39 +104,15 @@ fn a_peer_that_leaves_mid_call_is_named_by_every_rank_even_far_ones() {
         .into_iter()
         .map(Result::unwrap)
         .collect();
-    let handles: Vec<_> = groups
-        .into_iter()
-        .enumerate()
-        .map(|(rank, group)| {
-            thread::spawn(move || {
-                if rank == 2 {
-                    // Leaves instead of joining the call.
-                    drop(group);
-                    return None;
-                }
-                let mut big = vec![1.0f32; 4 << 20];
-                let mut call = || {
-                    group.allreduce(
-                        &mut [TensorMut::from_slice("big", &mut big)],
-                        Reduction::new(ReduceOp::Sum),
-                    )
-                };
-                let started = Instant::now();
-                let first = call().unwrap_err().to_string();
-                let took = started.elapsed();
-                let again = call().unwrap_err().to_string();
-                Some((first, again, took))
-            })
-        })
-        .collect();
-    for (rank, handle) in handles.into_iter().enumerate() {
-        let Some((first, again, took)) = handle.join().unwrap() else {
-            continue;
-        };
+    for survivor in scenarios::leave_mid_call(groups, 2) {
+        let (rank, first) = (survivor.rank, &survivor.error);
         let prefix = format!("rank {rank}: lost rank 2 during allreduce of tensor 'big': ");
         assert!(first.starts_with(&prefix), "{first}");
-        assert_eq!(again, first, "later calls fail at once with the same error");
-        assert!(took < Duration::from_secs(5), "rank {rank} took {took:?}");
+        assert!(
+            survivor.took < Duration::from_secs(5),
+            "rank {rank} took {:?}",
+            survivor.took
+        );
         if rank == 0 {
             // Rank 0 exchanges nothing with rank 2 in a ring of 4: it hears from the others.
             assert!(

@@ -6,16 +6,12 @@ use std::thread;
 
 use hvd_core::{Collective, MemoryStore, ReduceOp, Reduction, Store, TensorMut};
 use hvd_gloo_tcp::{TcpCollective, TcpConfig};
+use hvd_testkit::threads;
 
 fn connect_all(size: usize, config: TcpConfig) -> Vec<hvd_core::Result<TcpCollective>> {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let handles: Vec<_> = (0..size)
-        .map(|rank| {
-            let (store, config) = (store.clone(), config.clone());
-            thread::spawn(move || TcpCollective::connect(store, rank, size, config))
-        })
-        .collect();
-    handles.into_iter().map(|h| h.join().unwrap()).collect()
+    threads::connect_all(size, |store, rank| {
+        TcpCollective::connect(store, rank, size, config.clone())
+    })
 }
 
 fn sum_of(group: &dyn Collective, value: i64) -> i64 {

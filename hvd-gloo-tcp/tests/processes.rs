@@ -1,182 +1,44 @@
-//! Ranks as processes. Each test runs this test binary once per rank (`--exact <test>`),
-//! with the rank, size and a shared store directory in the environment; the ranks meet
-//! through a `FileStore` there. Children that outlive their deadline are killed.
+//! Ranks as processes (see `hvd_testkit::processes`): the conformance suite, and a rank
+//! killed mid-call.
 
-use std::fs::{self, File};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus};
-use std::sync::Arc;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use hvd_core::conformance::{Options, run_rank};
-use hvd_core::store::FileStore;
-use hvd_core::{Collective, ReduceOp, Reduction, TensorMut};
+use hvd_core::Result;
+use hvd_core::conformance::Options;
 use hvd_gloo_tcp::{TcpCollective, TcpConfig};
+use hvd_testkit::processes::ChildRank;
+use hvd_testkit::{conformance, scenarios};
 
-const RANK: &str = "HVD_TCP_TEST_RANK";
-const SIZE: &str = "HVD_TCP_TEST_SIZE";
-const STORE: &str = "HVD_TCP_TEST_STORE";
-
-/// In a child: its rank's member of the group.
-fn child_group() -> Option<TcpCollective> {
-    let rank: usize = std::env::var(RANK).ok()?.parse().ok()?;
-    let size: usize = std::env::var(SIZE).ok()?.parse().ok()?;
-    let store = FileStore::new(std::env::var(STORE).ok()?).unwrap();
-    let config = TcpConfig::from_env().unwrap();
-    Some(TcpCollective::connect(Arc::new(store), rank, size, config).unwrap())
-}
-
-/// One child process and the file its output goes to.
-struct Rank {
-    process: Child,
-    output: PathBuf,
-    exit: Option<ExitStatus>,
-}
-
-impl Rank {
-    fn output(&self) -> String {
-        fs::read_to_string(&self.output).unwrap_or_default()
-    }
-}
-
-/// Starts `size` ranks running `test` of this binary.
-fn launch(test: &str, size: usize, dir: &Path) -> Vec<Rank> {
-    (0..size)
-        .map(|rank| {
-            let output = dir.join(format!("rank{rank}.out"));
-            let file = File::create(&output).unwrap();
-            let process = Command::new(std::env::current_exe().unwrap())
-                .args([test, "--exact", "--nocapture", "--test-threads=1"])
-                .env(RANK, rank.to_string())
-                .env(SIZE, size.to_string())
-                .env(STORE, dir.join("store"))
-                .env("HVD_START_TIMEOUT", "30")
-                .stdout(file.try_clone().unwrap())
-                .stderr(file)
-                .spawn()
-                .unwrap();
-            Rank {
-                process,
-                output,
-                exit: None,
-            }
-        })
-        .collect()
-}
-
-/// Waits for every rank to exit; kills the ones still running at `deadline`.
-fn wait(ranks: &mut [Rank], deadline: Instant) {
-    loop {
-        for rank in ranks.iter_mut().filter(|r| r.exit.is_none()) {
-            rank.exit = rank.process.try_wait().unwrap();
-        }
-        if ranks.iter().all(|r| r.exit.is_some()) {
-            return;
-        }
-        if Instant::now() >= deadline {
-            for rank in ranks.iter_mut().filter(|r| r.exit.is_none()) {
-                let _ = rank.process.kill();
-                rank.exit = rank.process.wait().ok();
-            }
-            return;
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn conformance_in_processes(test: &str, size: usize, options: Options) {
-    if let Some(group) = child_group() {
-        match run_rank(&group, &options) {
-            Ok(report) => println!("PASSED {} checks", report.passed.len()),
-            Err(failure) => panic!("FAILED {failure}"),
-        }
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let mut ranks = launch(test, size, dir.path());
-    wait(&mut ranks, Instant::now() + Duration::from_secs(90));
-    for (rank, r) in ranks.iter().enumerate() {
-        let output = r.output();
-        assert!(
-            r.exit.is_some_and(|s| s.success()) && output.contains("PASSED"),
-            "rank {rank} of {size} ({:?}):\n{output}",
-            r.exit
-        );
-    }
+fn connect(child: &ChildRank) -> Result<TcpCollective> {
+    let config = TcpConfig::from_env()?;
+    TcpCollective::connect(child.store.clone(), child.rank, child.size, config)
 }
 
 #[test]
 fn conformance_in_two_processes() {
-    conformance_in_processes("conformance_in_two_processes", 2, Options::default());
+    let test = "conformance_in_two_processes";
+    conformance::in_processes(test, 2, Options::default(), &[], connect);
 }
 
 #[test]
 fn conformance_in_four_processes() {
-    conformance_in_processes("conformance_in_four_processes", 4, Options::quick());
+    let test = "conformance_in_four_processes";
+    conformance::in_processes(test, 4, Options::quick(), &[], connect);
 }
 
 #[test]
 fn a_killed_rank_is_named_by_every_survivor() {
-    const TEST: &str = "a_killed_rank_is_named_by_every_survivor";
-    if let Some(group) = child_group() {
-        let mut big = vec![1.0f32; 4 << 20];
-        let mut call = || {
-            group.allreduce(
-                &mut [TensorMut::from_slice("big", &mut big)],
-                Reduction::new(ReduceOp::Sum),
-            )
-        };
-        for round in 1.. {
-            if let Err(e) = call() {
-                println!("ERROR: {e}");
-                break;
-            }
-            println!("round {round}");
-        }
-        println!(
-            "AGAIN: {}",
-            call().map_or_else(|e| e.to_string(), |()| "succeeded".into())
-        );
+    let test = "a_killed_rank_is_named_by_every_survivor";
+    let Some(killed) = scenarios::kill_mid_call(test, 4, 2, &[], connect) else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let mut ranks = launch(TEST, 4, dir.path());
-    let started = Instant::now();
-    while !ranks.iter().all(|r| r.output().contains("round 2")) {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the ranks never got going"
-        );
-        thread::sleep(Duration::from_millis(10));
-    }
-    ranks[2].process.kill().unwrap();
-    let killed = Instant::now();
-    wait(&mut ranks, killed + Duration::from_secs(20));
-    let took = killed.elapsed();
+    };
     assert!(
-        took < Duration::from_secs(5),
-        "the survivors took {took:?} to notice"
+        killed.noticed_within < Duration::from_secs(5),
+        "the survivors took {:?} to notice",
+        killed.noticed_within
     );
-    for rank in [0, 1, 3] {
-        let output = ranks[rank].output();
-        let error = output
-            .lines()
-            .find_map(|l| l.strip_prefix("ERROR: "))
-            .unwrap_or_else(|| panic!("rank {rank} reported no error:\n{output}"));
-        assert!(
-            error.starts_with(&format!(
-                "rank {rank}: lost rank 2 during allreduce of tensor 'big': "
-            )),
-            "rank {rank}: {error}"
-        );
-        assert!(
-            output.contains(&format!("AGAIN: {error}")),
-            "rank {rank}:\n{output}"
-        );
-        assert!(
-            ranks[rank].exit.is_some_and(|s| s.success()),
-            "rank {rank}:\n{output}"
-        );
+    for (rank, error) in killed.errors {
+        let lost = format!("rank {rank}: lost rank 2 during allreduce of tensor 'big': ");
+        assert!(error.starts_with(&lost), "rank {rank}: {error}");
     }
 }

@@ -1,8 +1,9 @@
 //! [`Hierarchical`]: allreduce within hosts and across them; every other call goes to
 //! the flat group.
 
+use hvd_core::layer::Layer;
 use hvd_core::{
-    Collective, Device, Error, Reduction, Result, Tensor, TensorMut, Topology, kernels, validate,
+    Collective, Device, Error, Operation, Reduction, Result, Tensor, TensorMut, kernels, validate,
 };
 
 use crate::plan::{Scheme, shard_counts};
@@ -94,7 +95,8 @@ impl<L: Collective, C: Collective> Hierarchical<L, C> {
         local_size: usize,
     ) -> Result<()> {
         let (name, dtype, count) = (tensor.name(), tensor.dtype(), tensor.len());
-        let bytes = host_bytes(tensor, self.flat.topology().rank())?;
+        let bytes =
+            tensor.host_mut_for("hierarchical", self.flat.topology().rank(), "allreduce")?;
         let counts = shard_counts(count, local_size);
         let mine = counts[self.local.topology().rank()];
         let mut shard = vec![0u8; mine * dtype.size()];
@@ -127,7 +129,8 @@ impl<L: Collective, C: Collective> Hierarchical<L, C> {
     /// each leader within its host.
     fn leaders(&self, tensor: &mut TensorMut<'_>, reduction: Reduction) -> Result<()> {
         let (name, dtype, count) = (tensor.name(), tensor.dtype(), tensor.len());
-        let bytes = host_bytes(tensor, self.flat.topology().rank())?;
+        let bytes =
+            tensor.host_mut_for("hierarchical", self.flat.topology().rank(), "allreduce")?;
         let combine = Reduction {
             op: reduction.op.combining_op(),
             prescale: reduction.prescale,
@@ -151,29 +154,18 @@ impl<L: Collective, C: Collective> Hierarchical<L, C> {
     }
 }
 
-/// The tensor's bytes; hierarchical allreduce runs on host memory.
-fn host_bytes<'t>(tensor: &'t mut TensorMut<'_>, rank: usize) -> Result<&'t mut [u8]> {
-    let (device, name) = (tensor.device(), tensor.name().to_owned());
-    tensor.host_mut().ok_or_else(|| Error::Unsupported {
-        backend: "hierarchical",
-        what: format!("{device} memory (rank {rank}, allreduce of '{name}')"),
-    })
-}
+impl<L: Collective, C: Collective> Layer for Hierarchical<L, C> {
+    type Inner = C;
 
-impl<L: Collective, C: Collective> Collective for Hierarchical<L, C> {
-    fn topology(&self) -> &Topology {
-        self.flat.topology()
+    fn inner(&self) -> &C {
+        &self.flat
     }
 
-    fn backend(&self) -> &'static str {
-        "hierarchical"
-    }
-
-    fn supports(&self, device: Device) -> bool {
-        device == Device::Cpu && self.local.supports(device) && self.flat.supports(device)
-    }
-
-    fn allreduce(&self, tensors: &mut [TensorMut<'_>], reduction: Reduction) -> Result<()> {
+    /// Allreduce runs in stages; every other call goes to the flat group as it is.
+    fn call(&self, op: Operation<'_, '_>) -> Result<()> {
+        let Operation::Allreduce { tensors, reduction } = op else {
+            return op.run(&self.flat);
+        };
         // The inner groups see Average as Sum; what the call may do is decided here.
         validate::allreduce(self.flat.topology().rank(), tensors, reduction)?;
         for tensor in tensors.iter_mut() {
@@ -185,44 +177,20 @@ impl<L: Collective, C: Collective> Collective for Hierarchical<L, C> {
         Ok(())
     }
 
-    fn broadcast(&self, tensors: &mut [TensorMut<'_>], root: usize) -> Result<()> {
-        self.flat.broadcast(tensors, root)
+    fn split(this: &Self, members: &[usize]) -> Result<Option<Box<dyn Collective>>> {
+        this.flat.split(members)
     }
 
-    fn allgather(
-        &self,
-        input: &Tensor<'_>,
-        output: &mut TensorMut<'_>,
-        counts: &[usize],
-    ) -> Result<()> {
-        self.flat.allgather(input, output, counts)
+    fn backend(_: &Self) -> &'static str {
+        "hierarchical"
     }
 
-    fn alltoall(
-        &self,
-        input: &Tensor<'_>,
-        send_counts: &[usize],
-        output: &mut TensorMut<'_>,
-        recv_counts: &[usize],
-    ) -> Result<()> {
-        self.flat.alltoall(input, send_counts, output, recv_counts)
+    fn supports(this: &Self, device: Device) -> bool {
+        device == Device::Cpu && this.local.supports(device) && this.flat.supports(device)
     }
 
-    fn reducescatter(
-        &self,
-        input: &Tensor<'_>,
-        output: &mut TensorMut<'_>,
-        counts: &[usize],
-        reduction: Reduction,
-    ) -> Result<()> {
-        self.flat.reducescatter(input, output, counts, reduction)
-    }
-
-    fn barrier(&self) -> Result<()> {
-        self.flat.barrier()
-    }
-
-    fn split(&self, members: &[usize]) -> Result<Option<Box<dyn Collective>>> {
-        self.flat.split(members)
+    /// Allreduce goes tensor by tensor: Tensor Fusion must pack a batch first.
+    fn fuses_batches(_: &Self) -> bool {
+        false
     }
 }

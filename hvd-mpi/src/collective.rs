@@ -58,22 +58,12 @@ impl MpiCollective {
         self.comm.rank
     }
 
-    fn unsupported(&self, op: &str, device: Device, tensor: &str) -> Error {
-        Error::Unsupported {
-            backend: "mpi",
-            what: format!("{device} memory (rank {}, {op} of '{tensor}')", self.rank()),
-        }
-    }
-
     fn host<'a>(&self, op: &str, t: &Tensor<'a>) -> Result<&'a [u8]> {
-        t.host()
-            .ok_or_else(|| self.unsupported(op, t.device(), t.name()))
+        t.host_for("mpi", self.rank(), op)
     }
 
     fn host_mut<'s>(&self, op: &str, t: &'s mut TensorMut<'_>) -> Result<&'s mut [u8]> {
-        let (device, name) = (t.device(), t.name());
-        t.host_mut()
-            .ok_or_else(|| self.unsupported(op, device, name))
+        t.host_mut_for("mpi", self.rank(), op)
     }
 
     /// MPI's counts and displacements for per-rank `counts` of one call.

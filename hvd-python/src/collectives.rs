@@ -5,7 +5,7 @@
 use std::str::FromStr;
 
 use hvd::{DType, ReduceOp, Reduction};
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyNotImplementedError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::errors::to_py;
@@ -45,20 +45,40 @@ impl TensorArg {
     }
 }
 
-fn reduce_op(name: &str) -> PyResult<ReduceOp> {
-    match name {
-        "sum" => Ok(ReduceOp::Sum),
-        "average" => Ok(ReduceOp::Average),
-        "min" => Ok(ReduceOp::Min),
-        "max" => Ok(ReduceOp::Max),
-        "product" => Ok(ReduceOp::Product),
-        other => Err(PyValueError::new_err(format!(
-            "unknown reduce op {other:?}: expected sum, average, min, max or product"
+/// How the ranks' tensors combine: one of hvd's reduce ops, or Adasum.
+enum Combine {
+    Reduce(ReduceOp),
+    Adasum,
+}
+
+fn combine(name: &str) -> PyResult<Combine> {
+    Ok(Combine::Reduce(match name {
+        "sum" => ReduceOp::Sum,
+        "average" => ReduceOp::Average,
+        "min" => ReduceOp::Min,
+        "max" => ReduceOp::Max,
+        "product" => ReduceOp::Product,
+        "adasum" => return Ok(Combine::Adasum),
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown reduce op {other:?}: expected sum, average, min, max, product or adasum"
+            )));
+        }
+    }))
+}
+
+/// The reduce op of an operation that has no Adasum form.
+fn reduce_op(name: &str, op: &str) -> PyResult<ReduceOp> {
+    match combine(name)? {
+        Combine::Reduce(op) => Ok(op),
+        Combine::Adasum => Err(PyNotImplementedError::new_err(format!(
+            "{op} does not support Adasum: Adasum combines whole tensors (allreduce and \
+             DistributedOptimizer); use Sum or Average"
         ))),
     }
 }
 
-/// Starts an in-place allreduce of `tensor`.
+/// Starts an in-place allreduce of `tensor`; `op` may be Adasum.
 #[pyfunction]
 #[pyo3(signature = (name, tensor, op, prescale = 1.0, postscale = 1.0, process_set = 0))]
 pub fn allreduce_async(
@@ -69,15 +89,26 @@ pub fn allreduce_async(
     postscale: f64,
     process_set: usize,
 ) -> PyResult<PyHandle> {
-    let reduction = Reduction {
-        op: reduce_op(op)?,
-        prescale,
-        postscale,
-    };
+    let set = job::process_set(process_set)?;
     let memory = tensor.memory("allreduce")?;
-    let handle = job::process_set(process_set)?
-        .allreduce_with_async(name, memory, reduction)
-        .map_err(to_py)?;
+    let handle = match combine(op)? {
+        Combine::Reduce(op) => {
+            let reduction = Reduction {
+                op,
+                prescale,
+                postscale,
+            };
+            set.allreduce_with_async(name, memory, reduction)
+        }
+        Combine::Adasum if prescale != 1.0 || postscale != 1.0 => {
+            return Err(PyValueError::new_err(format!(
+                "allreduce of '{name}': Adasum takes no prescale or postscale factor (got \
+                 {prescale} and {postscale}); it is scale-invariant"
+            )));
+        }
+        Combine::Adasum => set.adasum_async(name, memory),
+    }
+    .map_err(to_py)?;
     Ok(PyHandle::new(Pending::InPlace(handle)))
 }
 
@@ -126,17 +157,23 @@ pub fn alltoall_async(
 
 /// Starts a reducescatter: this rank's share of the reduction, as new memory.
 #[pyfunction]
-#[pyo3(signature = (name, tensor, op, process_set = 0))]
+#[pyo3(signature = (name, tensor, op, prescale = 1.0, postscale = 1.0, process_set = 0))]
 pub fn reducescatter_async(
     name: &str,
     tensor: TensorArg,
     op: &str,
+    prescale: f64,
+    postscale: f64,
     process_set: usize,
 ) -> PyResult<PyHandle> {
-    let op = reduce_op(op)?;
+    let reduction = Reduction {
+        op: reduce_op(op, "reducescatter")?,
+        prescale,
+        postscale,
+    };
     let memory = tensor.memory("reducescatter")?;
     let handle = job::process_set(process_set)?
-        .reducescatter_async(name, memory, op)
+        .reducescatter_with_async(name, memory, reduction)
         .map_err(to_py)?;
     Ok(PyHandle::new(Pending::Resized(handle)))
 }

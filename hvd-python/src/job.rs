@@ -6,6 +6,7 @@ use hvd::{Hvd, ProcessSet};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
+use crate::elastic;
 use crate::errors::to_py;
 
 static JOB: RwLock<Option<Hvd>> = RwLock::new(None);
@@ -27,19 +28,50 @@ pub fn process_set(id: usize) -> PyResult<ProcessSet> {
     })
 }
 
-/// Joins the job the launcher started (a job of one rank without one); a second call is
-/// a no-op, as in Horovod. `process_sets` are created at start, ids 1, 2, ... in order.
+/// Joins the job the launcher started (a job of one rank without one). A second call is
+/// a no-op, as in Horovod, while the job runs; once it has ended (shut down here or by
+/// another rank) it starts the job again. `process_sets` are created at start, ids 1,
+/// 2, ... in order. Returns whether it started a job.
 #[pyfunction]
 #[pyo3(signature = (process_sets = Vec::new()))]
-pub fn init(py: Python<'_>, process_sets: Vec<Vec<usize>>) -> PyResult<()> {
+pub fn init(py: Python<'_>, process_sets: Vec<Vec<usize>>) -> PyResult<bool> {
     let mut job = JOB.write().unwrap_or_else(PoisonError::into_inner);
-    if job.is_none() {
-        let hvd = py
-            .detach(|| hvd::Builder::new().process_sets(process_sets).build())
-            .map_err(to_py)?;
-        *job = Some(hvd);
+    if let Some(running) = job.as_ref() {
+        if running.stopped().is_none() {
+            return Ok(false);
+        }
+        let ended = job.take();
+        py.detach(|| ended.map(hvd::Hvd::shutdown));
     }
-    Ok(())
+    if elastic::worker()?.is_some() {
+        if !process_sets.is_empty() {
+            return Err(PyValueError::new_err(
+                "an elastic job cannot have process sets created at init: its ranks change from round to round; add them in each round with add_process_set",
+            ));
+        }
+        drop(job);
+        // The first round; a worker removed before it joins one has nothing to do.
+        if elastic::elastic_join(py)?.is_none() {
+            return Err(pyo3::exceptions::PySystemExit::new_err(0));
+        }
+        return Ok(true);
+    }
+    let hvd = py
+        .detach(|| hvd::Builder::new().process_sets(process_sets).build())
+        .map_err(to_py)?;
+    *job = Some(hvd);
+    Ok(true)
+}
+
+/// Makes `hvd` the running job (an elastic round's), ending any other.
+pub fn install(py: Python<'_>, hvd: Hvd) {
+    let previous = JOB
+        .write()
+        .unwrap_or_else(PoisonError::into_inner)
+        .replace(hvd);
+    if let Some(previous) = previous {
+        py.detach(|| previous.shutdown());
+    }
 }
 
 /// Leaves the job; the other ranks' pending and later collectives fail naming this rank.
@@ -92,10 +124,41 @@ pub fn process_set_ranks(id: usize) -> PyResult<Vec<usize>> {
     Ok(process_set(id)?.ranks().to_vec())
 }
 
-/// Starts recording the Timeline to `path` (written by rank 0).
+/// Starts recording the Timeline to `path` (written by rank 0), marking every
+/// negotiation cycle when `mark_cycles`.
 #[pyfunction]
-pub fn start_timeline(path: std::path::PathBuf) -> PyResult<()> {
-    current()?.start_timeline(path).map_err(to_py)
+#[pyo3(signature = (path, mark_cycles = false))]
+pub fn start_timeline(path: std::path::PathBuf, mark_cycles: bool) -> PyResult<()> {
+    let hvd = current()?;
+    hvd.mark_timeline_cycles(mark_cycles);
+    hvd.start_timeline(path).map_err(to_py)
+}
+
+/// Whether every host of the job runs the same number of ranks.
+#[pyfunction]
+pub fn is_homogeneous() -> PyResult<bool> {
+    let hvd = current()?;
+    let hosts = hvd
+        .topology()
+        .map(|t| t.hosts().to_vec())
+        .unwrap_or_default();
+    let per_host = |host: &u32| hosts.iter().filter(|h| *h == host).count();
+    Ok(hosts.iter().all(|h| per_host(h) == hvd.local_size()))
+}
+
+/// The transport the job runs on (`shm`, `tcp`, `hierarchical`, `mpi`, `rdma`).
+#[pyfunction]
+pub fn transport() -> PyResult<&'static str> {
+    Ok(current()?.transport())
+}
+
+/// The transports compiled into this build, by name.
+#[pyfunction]
+pub fn built_transports() -> Vec<&'static str> {
+    hvd::Backend::compiled()
+        .into_iter()
+        .map(hvd::Backend::name)
+        .collect()
 }
 
 #[pyfunction]

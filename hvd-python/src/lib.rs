@@ -3,6 +3,7 @@
 //! (`hvd.torch`) holds what must be Python. No framework library is linked.
 
 mod collectives;
+mod elastic;
 mod errors;
 mod handle;
 mod job;
@@ -33,6 +34,16 @@ fn _hvd(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(job::process_set_ranks, m)?)?;
     m.add_function(wrap_pyfunction!(job::start_timeline, m)?)?;
     m.add_function(wrap_pyfunction!(job::stop_timeline, m)?)?;
+    m.add_function(wrap_pyfunction!(job::transport, m)?)?;
+    m.add_function(wrap_pyfunction!(job::is_homogeneous, m)?)?;
+    m.add_function(wrap_pyfunction!(job::built_transports, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(elastic::elastic_worker, m)?)?;
+    m.add_function(wrap_pyfunction!(elastic::elastic_join, m)?)?;
+    m.add_function(wrap_pyfunction!(elastic::elastic_leave, m)?)?;
+    m.add_function(wrap_pyfunction!(elastic::elastic_hosts_updated, m)?)?;
+    m.add_function(wrap_pyfunction!(elastic::elastic_newest_root, m)?)?;
+    m.add_function(wrap_pyfunction!(elastic::elastic_report_fatal, m)?)?;
     m.add_function(wrap_pyfunction!(collectives::allreduce_async, m)?)?;
     m.add_function(wrap_pyfunction!(collectives::broadcast_async, m)?)?;
     m.add_function(wrap_pyfunction!(collectives::allgather_async, m)?)?;

@@ -16,14 +16,15 @@ def hvdrun():
 
 @pytest.fixture
 def run_job():
-    """Runs tests/jobs/<name>.py on `np` ranks under hvdrun; returns (exit code, output)."""
+    """Runs tests/jobs/<name>.py (with `args`) on `np` ranks under hvdrun; returns (exit
+    code, output)."""
     launcher = hvdrun()
     if launcher is None:
         pytest.fail("hvdrun is not installed: install the hvd wheel (hvd-python/build-wheel)")
 
-    def run(name, np=2, launcher_args=(), env=None):
+    def run(name, np=2, launcher_args=(), env=None, args=()):
         command = [launcher, *launcher_args, "-np", str(np), sys.executable,
-                   os.path.join(JOBS, f"{name}.py")]
+                   os.path.join(JOBS, f"{name}.py"), *args]
         done = subprocess.run(command, capture_output=True, text=True, timeout=300,
                               env={**os.environ, **(env or {})})
         return done.returncode, done.stdout + done.stderr

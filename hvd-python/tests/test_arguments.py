@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import hvd.torch as hvd
+from hvd import _hvd
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -40,11 +41,40 @@ def test_not_a_tensor_is_a_type_error():
         hvd.allreduce([1.0, 2.0], name="list")
 
 
-def test_adasum_and_unknown_ops_are_refused():
-    with pytest.raises(ValueError, match="Adasum is not supported"):
-        hvd.allreduce(torch.ones(2), op=hvd.Adasum)
-    with pytest.raises(ValueError, match="op must be one of"):
+def test_unknown_ops_are_refused_and_adasum_of_one_rank_is_the_tensor():
+    assert torch.equal(hvd.allreduce(torch.ones(2), op=hvd.Adasum), torch.ones(2))
+    with pytest.raises(ValueError) as e:
         hvd.allreduce(torch.ones(2), op="sum")
+    assert str(e.value) == ("op must be one of hvd.Average, Sum, Min, Max, Product, Adasum; "
+                            "got 'sum'")
+    with pytest.raises(ValueError) as e:
+        hvd.allreduce(torch.ones(2), op=hvd.Sum, average=True)
+    assert str(e.value) == ("The op parameter supersedes average. Please provide only one of "
+                            "them.")
+
+
+def test_build_probes_say_what_this_build_has():
+    assert (hvd.gloo_built(), hvd.mpi_built(), hvd.nccl_built(), hvd.cuda_built(),
+            hvd.rocm_built(), hvd.ddl_built(), hvd.ccl_built()) == (
+                True, False, 0, False, False, False, False)
+    assert hvd.gloo_enabled() and not hvd.mpi_enabled() and hvd.is_homogeneous()
+    with pytest.raises(ValueError) as e:
+        hvd.mpi_threads_supported()
+    assert str(e.value) == ("MPI is not enabled: this build of hvd's Python front has no MPI "
+                            "transport (hvd.mpi_built() is False), and the job's transport is "
+                            "shm")
+
+
+def test_version_and_init_arguments_hvd_does_not_take():
+    import hvd as top
+    assert top.__version__ == "0.1.0"
+    with pytest.raises(ValueError) as e:
+        hvd.init(comm=[0])
+    assert str(e.value).startswith("hvd.init(comm=...) is not supported")
+    with pytest.raises(ValueError) as e:
+        hvd.init(process_sets="static")
+    assert str(e.value) == ("process_sets must be a list of ProcessSet objects or 'dynamic', "
+                            "not 'static'")
 
 
 def test_runtime_refusals_carry_hvds_message():
@@ -83,8 +113,8 @@ def test_cuda_tensors_are_staged_through_the_host(monkeypatch):
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: Stream())
     tensor = torch.full((3,), 2.0).as_subclass(PosingAsCuda)
     seen = []
-    native = hvd._hvd.allreduce_async
-    monkeypatch.setattr(hvd._hvd, "allreduce_async",
+    native = _hvd.allreduce_async
+    monkeypatch.setattr(_hvd, "allreduce_async",
                         lambda name, desc, *rest: seen.append(desc[0]) or native(name, desc, *rest))
     result = hvd.allreduce_(tensor, op=hvd.Sum, prescale_factor=3.0, name="staged")
     assert synced, "the current stream was not synchronised"

@@ -1,112 +1,74 @@
-//! `RdmaCollective`: the `Collective` trait over the engine, choosing an algorithm per call.
+//! `RdmaCollective`: hvd-core's scheduled driver over the libfabric engine.
 
-use std::ops::Range;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
-use hvd_core::schedule::{Layout, Ring, Schedule, barrier, broadcast, exchange, recursive};
-use hvd_core::{
-    Collective, DType, Device, Error, ReduceOp, Reduction, Result, Store, Tensor, TensorMut,
-    Topology, batch_name, validate,
-};
+use hvd_core::driver::{Joined, Scheduled, Transport};
+use hvd_core::{Error, Result, Store, Topology};
 
 use crate::config::RdmaConfig;
 use crate::endpoint::Endpoint;
-use crate::engine::{Call, Engine, spin_for};
+use crate::engine::{Engine, spin_for};
 use crate::info::{Provider, choose};
 use crate::library::library;
 use crate::rendezvous::{self, Process, Record};
 
-/// Store namespace of a group made by [`RdmaCollective::connect`].
-const ROOT_PREFIX: &str = "rdma";
-
 /// Ranks are carried in 16 bits of every message tag.
 const MAX_RANKS: usize = 1 << 16;
 
-/// One rank's member of a group connected over libfabric. See the [crate docs](crate).
-pub struct RdmaCollective {
-    topology: Topology,
-    config: RdmaConfig,
-    provider: Provider,
-    store: Arc<dyn Store>,
-    /// Store namespace of this group; sub-groups live below it.
-    prefix: String,
-    state: Mutex<Group>,
-}
+/// One rank's member of a group connected over libfabric: hvd-core's scheduled driver
+/// over this crate's engine. See the [crate docs](crate).
+///
+/// `RdmaCollective::connect(store, rank, size, config)` joins the group of `size` ranks
+/// as `rank`: it opens an endpoint on the configured (or preferred) provider, publishes
+/// its address in `store`, and fills an address vector with everyone's. Every rank
+/// calls it with the same `size`, store and provider; it fails after
+/// `config.start_timeout` naming the ranks that never appeared, and with
+/// [`Error::LibraryMissing`] where libfabric is not installed. The provider it settled
+/// on is `group.settings().provider`.
+pub type RdmaCollective = Scheduled<RdmaConfig>;
 
-/// What calls on a group share; one call runs at a time.
-#[derive(Debug)]
-struct Group {
-    engine: Engine,
-    /// Number of the current call, carried in every tag.
-    seq: u32,
-    /// Number of `split` calls so far, which names each sub-group's namespace.
-    splits: u64,
-    /// The failure that ended the group: every later call returns it.
-    poisoned: Option<Error>,
-}
+impl Transport for RdmaConfig {
+    type Engine = Engine;
 
-impl std::fmt::Debug for RdmaCollective {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RdmaCollective")
-            .field("topology", &self.topology)
-            .field("provider", &self.provider)
-            .field("prefix", &self.prefix)
-            .field("config", &self.config)
-            .finish_non_exhaustive()
-    }
-}
+    const BACKEND: &'static str = "rdma";
 
-impl RdmaCollective {
-    /// Joins the group of `size` ranks as `rank`: opens an endpoint on the configured (or
-    /// preferred) provider, publishes its address in `store`, and fills an address vector
-    /// with everyone's. Every rank calls it with the same `size`, store and provider; it
-    /// fails after `config.start_timeout` naming the ranks that never appeared, and with
-    /// [`Error::LibraryMissing`] where libfabric is not installed.
-    pub fn connect(
-        store: Arc<dyn Store>,
-        rank: usize,
-        size: usize,
-        config: RdmaConfig,
-    ) -> Result<RdmaCollective> {
-        Self::join(store, ROOT_PREFIX.into(), rank, size, config)
-    }
+    const ROOT_PREFIX: &'static str = "rdma";
 
-    /// The provider this group runs on.
-    pub fn provider(&self) -> &Provider {
-        &self.provider
-    }
-
+    /// Settles the provider (sub-groups use the same one) and caps the message sizes at
+    /// what its endpoint carries.
     fn join(
-        store: Arc<dyn Store>,
-        prefix: String,
+        &self,
+        store: &Arc<dyn Store>,
+        prefix: &str,
         rank: usize,
         size: usize,
-        mut config: RdmaConfig,
-    ) -> Result<RdmaCollective> {
-        if rank >= size || size > MAX_RANKS {
+    ) -> Result<Joined<Self>> {
+        if size > MAX_RANKS {
             return Err(Error::Config {
-                name: "rank".into(),
-                value: format!("{rank} of {size}"),
-                expected: format!("a rank below the group size, in a group of at most {MAX_RANKS}"),
+                name: "group size".into(),
+                value: size.to_string(),
+                expected: format!("at most {MAX_RANKS} ranks"),
             });
         }
         let library = library()?;
-        let info = choose(config.provider.as_deref())?;
-        let mut endpoint = Endpoint::open(library, info, size, config.register_memory)?;
-        let provider = endpoint.provider.clone();
-        config.chunk_bytes = config.chunk_bytes.min(endpoint.max_message);
-        config.small_bytes = config.small_bytes.min(endpoint.max_message);
+        let info = choose(self.provider.as_deref())?;
+        let mut endpoint = Endpoint::open(library, info, size, self.register_memory)?;
+        let provider: Provider = endpoint.provider.clone();
+        let mut settings = self.clone();
+        settings.provider = Some(provider.name.clone());
+        settings.chunk_bytes = settings.chunk_bytes.min(endpoint.max_message);
+        settings.small_bytes = settings.small_bytes.min(endpoint.max_message);
         let mine = Record {
             provider: provider.name.clone(),
             host: rendezvous::hostname(),
             process: Process::current(),
             address: endpoint.name()?,
         };
-        let timeout = config.start_timeout;
-        let records = rendezvous::exchange(store.as_ref(), &prefix, rank, size, &mine, timeout)?;
+        let timeout = self.start_timeout;
+        let records = rendezvous::exchange(store.as_ref(), prefix, rank, size, &mine, timeout)?;
         let names: Vec<Vec<u8>> = records.iter().map(|r| r.address.clone()).collect();
         endpoint.insert(&names)?;
-        rendezvous::ready(store.as_ref(), &prefix, rank, size, timeout)?;
+        rendezvous::ready(store.as_ref(), prefix, rank, size, timeout)?;
         let topology = Topology::from_hosts(rank, rendezvous::host_ids(&records));
         let spin = spin_for(topology.local_size());
         // A pid names a process only on its own host: other hosts' init pid namespaces
@@ -121,334 +83,19 @@ impl RdmaCollective {
                 }
             })
             .collect();
-        tracing::debug!("rank {rank} of {size}: group '{prefix}' connected over {provider}");
-        Ok(RdmaCollective {
+        tracing::debug!("rank {rank} of {size}: group '{prefix}' runs over {provider}");
+        Ok(Joined {
             topology,
-            provider,
-            store,
-            prefix,
-            state: Mutex::new(Group {
-                engine: Engine::new(endpoint, processes, config.op_timeout, spin)?,
-                seq: 0,
-                splits: 0,
-                poisoned: None,
-            }),
-            config,
+            engine: Engine::new(endpoint, processes, self.op_timeout, spin)?,
+            settings,
         })
     }
 
-    fn rank(&self) -> usize {
-        self.topology.rank()
+    fn small_bytes(&self) -> usize {
+        self.small_bytes
     }
 
-    fn size(&self) -> usize {
-        self.topology.size()
-    }
-
-    /// The group, unless an earlier failure ended it.
-    fn group(&self) -> Result<MutexGuard<'_, Group>> {
-        let group = self.state.lock().map_err(|_| Error::Shutdown {
-            cause: format!(
-                "rank {}: a thread panicked during a call on this group",
-                self.rank()
-            ),
-        })?;
-        match &group.poisoned {
-            Some(error) => Err(error.clone()),
-            None => Ok(group),
-        }
-    }
-
-    fn call<'t>(
-        &self,
-        group: &mut Group,
-        op: &'static str,
-        tensor: &'t str,
-        reduction: Reduction,
-    ) -> Call<'t> {
-        group.seq = group.seq.wrapping_add(1);
-        Call {
-            rank: self.rank(),
-            ranks: self.size(),
-            op,
-            tensor,
-            seq: group.seq,
-            reduction,
-        }
-    }
-
-    /// Runs `schedule`; a failure poisons the group after telling the other ranks.
-    fn run(
-        &self,
-        group: &mut Group,
-        call: &Call<'_>,
-        layout: &mut Layout<'_>,
-        schedule: &mut dyn Schedule,
-    ) -> Result<()> {
-        let Err(fault) = group.engine.run(call, layout, schedule) else {
-            return Ok(());
-        };
-        tracing::warn!(
-            "rank {}: {} of '{}' failed, closing the group: {}",
-            call.rank,
-            call.op,
-            call.tensor,
-            fault.error
-        );
-        group.engine.abort(call, &fault);
-        group.poisoned = Some(fault.error.clone());
-        Err(fault.error)
-    }
-
-    fn is_small(&self, len: usize) -> bool {
-        len <= self.config.small_bytes
-    }
-}
-
-fn no_sum() -> Reduction {
-    Reduction::new(ReduceOp::Sum)
-}
-
-fn unsupported(rank: usize, op: &str, device: Device, tensor: &str) -> Error {
-    Error::Unsupported {
-        backend: "rdma",
-        what: format!("{device} memory (rank {rank}, {op} of '{tensor}')"),
-    }
-}
-
-fn host<'a>(rank: usize, op: &str, t: &Tensor<'a>) -> Result<&'a [u8]> {
-    t.host()
-        .ok_or_else(|| unsupported(rank, op, t.device(), t.name()))
-}
-
-fn host_mut<'s>(rank: usize, op: &str, t: &'s mut TensorMut<'_>) -> Result<&'s mut [u8]> {
-    let (device, name) = (t.device(), t.name());
-    t.host_mut()
-        .ok_or_else(|| unsupported(rank, op, device, name))
-}
-
-/// A layout of every tensor of a batch, in order.
-fn batch_layout<'a>(rank: usize, op: &str, tensors: &'a mut [TensorMut<'_>]) -> Result<Layout<'a>> {
-    let mut layout = Layout::new();
-    for t in tensors.iter_mut() {
-        let dtype = t.dtype();
-        layout.push(dtype, host_mut(rank, op, t)?);
-    }
-    Ok(layout)
-}
-
-/// Byte ranges of per-rank blocks of `counts` elements, back to back from `start`.
-fn blocks(start: usize, counts: &[usize], dtype: DType) -> Vec<Range<usize>> {
-    let mut at = start;
-    counts
-        .iter()
-        .map(|count| {
-            let block = at..at + count * dtype.size();
-            at = block.end;
-            block
-        })
-        .collect()
-}
-
-/// FNV-1a of the members: the same on every rank, build and platform.
-fn fingerprint(members: &[usize]) -> u64 {
-    members
-        .iter()
-        .flat_map(|m| (*m as u64).to_le_bytes())
-        .fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-        })
-}
-
-fn local(call: &Call<'_>, err: &std::io::Error) -> Error {
-    Error::invalid(call.rank, call.op, call.tensor, err.to_string())
-}
-
-impl Collective for RdmaCollective {
-    fn topology(&self) -> &Topology {
-        &self.topology
-    }
-
-    fn backend(&self) -> &'static str {
-        "rdma"
-    }
-
-    fn supports(&self, device: Device) -> bool {
-        device == Device::Cpu
-    }
-
-    /// A batch travels as one ring pass (or exchange), gathered into message buffers.
-    fn fuses_batches(&self) -> bool {
-        true
-    }
-
-    fn allreduce(&self, tensors: &mut [TensorMut<'_>], reduction: Reduction) -> Result<()> {
-        let (rank, size, op) = (self.rank(), self.size(), "allreduce");
-        validate::allreduce(rank, tensors, reduction)?;
-        let name = batch_name(tensors);
-        let mut layout = batch_layout(rank, op, tensors)?;
-        let mut group = self.group()?;
-        let call = self.call(&mut group, op, &name, reduction);
-        layout.prescale(reduction).map_err(|e| local(&call, &e))?;
-        if size == 1 {
-            let all = 0..layout.len();
-            return layout
-                .finish(all, reduction, 1)
-                .map_err(|e| local(&call, &e));
-        }
-        let mut schedule: Box<dyn Schedule> = if self.is_small(layout.len()) {
-            Box::new(recursive::allreduce(rank, size, layout.len(), reduction))
-        } else {
-            Box::new(Ring::allreduce(
-                rank,
-                size,
-                &layout,
-                self.config.chunk_bytes,
-            ))
-        };
-        self.run(&mut group, &call, &mut layout, schedule.as_mut())
-    }
-
-    fn broadcast(&self, tensors: &mut [TensorMut<'_>], root: usize) -> Result<()> {
-        let (rank, size, op) = (self.rank(), self.size(), "broadcast");
-        let name = batch_name(tensors);
-        validate::root(rank, size, root, &name)?;
-        let mut layout = batch_layout(rank, op, tensors)?;
-        let mut group = self.group()?;
-        let call = self.call(&mut group, op, &name, no_sum());
-        let mut tree = if self.is_small(layout.len()) {
-            broadcast::Tree::binomial(rank, size, root, &layout)
-        } else {
-            broadcast::Tree::chain(rank, size, root, &layout, self.config.chunk_bytes)
-        };
-        self.run(&mut group, &call, &mut layout, &mut tree)
-    }
-
-    fn allgather(
-        &self,
-        input: &Tensor<'_>,
-        output: &mut TensorMut<'_>,
-        counts: &[usize],
-    ) -> Result<()> {
-        let (rank, size, op) = (self.rank(), self.size(), "allgather");
-        validate::allgather(rank, size, input, output, counts)?;
-        let dtype = input.dtype();
-        let source = host(rank, op, input)?;
-        let mut layout = Layout::new();
-        layout.push(dtype, host_mut(rank, op, output)?);
-        let segments = blocks(0, counts, dtype);
-        let mut group = self.group()?;
-        let call = self.call(&mut group, op, input.name(), no_sum());
-        layout
-            .write(segments[rank].start, source)
-            .map_err(|e| local(&call, &e))?;
-        let mut schedule: Box<dyn Schedule> = if self.is_small(layout.len()) {
-            Box::new(exchange::allgather(rank, size, &segments))
-        } else {
-            Box::new(Ring::allgather(
-                rank,
-                size,
-                &segments,
-                &layout,
-                self.config.chunk_bytes,
-            ))
-        };
-        self.run(&mut group, &call, &mut layout, schedule.as_mut())
-    }
-
-    fn alltoall(
-        &self,
-        input: &Tensor<'_>,
-        send_counts: &[usize],
-        output: &mut TensorMut<'_>,
-        recv_counts: &[usize],
-    ) -> Result<()> {
-        let (rank, size, op) = (self.rank(), self.size(), "alltoall");
-        validate::alltoall(rank, size, input, send_counts, output, recv_counts)?;
-        let dtype = input.dtype();
-        let source = host(rank, op, input)?;
-        // Output first, then the input it is sent from.
-        let mut layout = Layout::new();
-        layout.push(dtype, host_mut(rank, op, output)?);
-        let output_len = layout.len();
-        let incoming = blocks(0, recv_counts, dtype);
-        let outgoing = blocks(output_len, send_counts, dtype);
-        layout.push_shared(dtype, source);
-        let mut group = self.group()?;
-        let call = self.call(&mut group, op, input.name(), no_sum());
-        let own = outgoing[rank].start - output_len..outgoing[rank].end - output_len;
-        layout
-            .write(incoming[rank].start, &source[own])
-            .map_err(|e| local(&call, &e))?;
-        let mut schedule = exchange::alltoall(
-            rank,
-            size,
-            &outgoing,
-            &incoming,
-            &layout,
-            self.config.chunk_bytes,
-        );
-        self.run(&mut group, &call, &mut layout, &mut schedule)
-    }
-
-    fn reducescatter(
-        &self,
-        input: &Tensor<'_>,
-        output: &mut TensorMut<'_>,
-        counts: &[usize],
-        reduction: Reduction,
-    ) -> Result<()> {
-        let (rank, size, op) = (self.rank(), self.size(), "reducescatter");
-        validate::reducescatter(rank, size, input, output, counts, reduction)?;
-        let dtype = input.dtype();
-        // The ring combines in place, and the input is read-only: work on a copy.
-        let mut work = host(rank, op, input)?.to_vec();
-        let segments = blocks(0, counts, dtype);
-        let mut group = self.group()?;
-        let call = self.call(&mut group, op, input.name(), reduction);
-        {
-            let mut layout = Layout::new();
-            layout.push(dtype, &mut work);
-            layout.prescale(reduction).map_err(|e| local(&call, &e))?;
-            if size == 1 {
-                let all = 0..layout.len();
-                layout
-                    .finish(all, reduction, 1)
-                    .map_err(|e| local(&call, &e))?;
-            } else {
-                let mut ring =
-                    Ring::reduce_scatter(rank, size, &segments, &layout, self.config.chunk_bytes);
-                self.run(&mut group, &call, &mut layout, &mut ring)?;
-            }
-        }
-        host_mut(rank, op, output)?.copy_from_slice(&work[segments[rank].clone()]);
-        Ok(())
-    }
-
-    fn barrier(&self) -> Result<()> {
-        let mut group = self.group()?;
-        let call = self.call(&mut group, "barrier", "barrier", no_sum());
-        let mut schedule = barrier::barrier(self.rank(), self.size());
-        self.run(&mut group, &call, &mut Layout::new(), &mut schedule)
-    }
-
-    fn split(&self, members: &[usize]) -> Result<Option<Box<dyn Collective>>> {
-        let rank = self.rank();
-        validate::members(rank, self.size(), members)?;
-        let index = {
-            let mut group = self.group()?;
-            group.splits += 1;
-            group.splits
-        };
-        let Some(sub_rank) = members.iter().position(|m| *m == rank) else {
-            return Ok(None);
-        };
-        // The members are part of the namespace, so ranks that disagree on them never
-        // meet (and time out naming each other) instead of forming a wrong group.
-        let prefix = format!("{}/split{index}-{:016x}", self.prefix, fingerprint(members));
-        let mut config = self.config.clone();
-        config.provider = Some(self.provider.name.clone());
-        let sub = Self::join(self.store.clone(), prefix, sub_rank, members.len(), config)?;
-        Ok(Some(Box::new(sub)))
+    fn chunk_bytes(&self) -> usize {
+        self.chunk_bytes
     }
 }

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use hvd_core::units::{TimeUnit, parse_bytes, parse_duration};
-use hvd_core::{Error, Result};
+use hvd_core::units::{parse_bytes, parse_bytes_in};
+use hvd_core::{Result, env};
 
 /// How an [`RdmaCollective`](crate::RdmaCollective) forms its group and runs its calls.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,8 +33,8 @@ impl Default for RdmaConfig {
     fn default() -> Self {
         RdmaConfig {
             provider: None,
-            start_timeout: Duration::from_secs(30),
-            op_timeout: Duration::from_secs(60),
+            start_timeout: env::DEFAULT_START_TIMEOUT,
+            op_timeout: env::DEFAULT_OP_TIMEOUT,
             small_bytes: 256 << 10,
             chunk_bytes: 2 << 20,
             register_memory: false,
@@ -48,8 +48,8 @@ impl RdmaConfig {
     /// | variable | field | form |
     /// |---|---|---|
     /// | `HVD_RDMA_PROVIDER` (alias `FI_PROVIDER`) | `provider` | a provider name |
-    /// | `HVD_START_TIMEOUT` | `start_timeout` | seconds, e.g. `30` or `2.5` |
-    /// | `HVD_RDMA_TIMEOUT` | `op_timeout` | seconds |
+    /// | `HVD_START_TIMEOUT` (alias `HOROVOD_START_TIMEOUT`) | `start_timeout` | seconds, e.g. `30` or `2.5` |
+    /// | `HVD_RDMA_TIMEOUT`, else the job's `HVD_TIMEOUT` (alias `HOROVOD_GLOO_TIMEOUT_SECONDS`) | `op_timeout` | seconds |
     /// | `HVD_RDMA_SMALL_BYTES` | `small_bytes` | a byte size such as `65536` or `64K` |
     /// | `HVD_RDMA_CHUNK_BYTES` | `chunk_bytes` | a positive byte size |
     pub fn from_env() -> Result<Self> {
@@ -63,42 +63,19 @@ impl RdmaConfig {
                 .filter(|p| !p.is_empty()),
             ..RdmaConfig::default()
         };
-        if let Some(value) = var("HVD_START_TIMEOUT") {
-            config.start_timeout = seconds("HVD_START_TIMEOUT", &value)?;
+        if let Some(timeout) = env::start_timeout(&var)? {
+            config.start_timeout = timeout;
         }
-        if let Some(value) = var("HVD_RDMA_TIMEOUT") {
-            config.op_timeout = seconds("HVD_RDMA_TIMEOUT", &value)?;
+        if let Some(timeout) = env::op_timeout(&var, "HVD_RDMA_TIMEOUT")? {
+            config.op_timeout = timeout;
         }
         if let Some(value) = var("HVD_RDMA_SMALL_BYTES") {
             config.small_bytes = parse_bytes("HVD_RDMA_SMALL_BYTES", &value)?;
         }
         if let Some(value) = var("HVD_RDMA_CHUNK_BYTES") {
-            config.chunk_bytes = positive_bytes("HVD_RDMA_CHUNK_BYTES", &value)?;
+            config.chunk_bytes = parse_bytes_in("HVD_RDMA_CHUNK_BYTES", &value, 1..=usize::MAX)?;
         }
         Ok(config)
-    }
-}
-
-fn seconds(name: &str, value: &str) -> Result<Duration> {
-    let duration = parse_duration(name, value, TimeUnit::Seconds)?;
-    if duration.is_zero() {
-        return Err(Error::Config {
-            name: name.into(),
-            value: value.into(),
-            expected: "a positive duration such as 30, 2.5 or 5m".into(),
-        });
-    }
-    Ok(duration)
-}
-
-fn positive_bytes(name: &str, value: &str) -> Result<usize> {
-    match parse_bytes(name, value)? {
-        0 => Err(Error::Config {
-            name: name.into(),
-            value: value.into(),
-            expected: "a positive byte size such as 512K".into(),
-        }),
-        bytes => Ok(bytes),
     }
 }
 
@@ -154,7 +131,10 @@ mod tests {
         let chunk = from(&[("HVD_RDMA_CHUNK_BYTES", "0")]).map(|_| ());
         assert_eq!(
             chunk.map_err(|e| e.to_string()),
-            Err("invalid value \"0\" for HVD_RDMA_CHUNK_BYTES: expected a positive byte size such as 512K".into())
+            Err(format!(
+                "invalid value \"0\" for HVD_RDMA_CHUNK_BYTES: expected at least 1: {}",
+                hvd_core::units::BYTE_FORMS
+            ))
         );
     }
 }

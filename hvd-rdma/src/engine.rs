@@ -11,7 +11,7 @@ use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use hvd_core::schedule::{Action, Data, Done, Layout, MAX_IOV, Recv, Schedule};
-use hvd_core::{Error, Reduction, Result};
+use hvd_core::{Error, Result};
 
 use crate::endpoint::{AGAIN, Code, Completion, Endpoint, Failed};
 use crate::rendezvous::Process;
@@ -40,17 +40,7 @@ pub(crate) fn spin_for(local_ranks: usize) -> Duration {
     }
 }
 
-/// The call a frame belongs to, for tags and messages.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Call<'a> {
-    pub rank: usize,
-    pub ranks: usize,
-    pub op: &'static str,
-    pub tensor: &'a str,
-    pub seq: u32,
-    /// The reduction that reduce actions apply (`Sum` for calls that do not reduce).
-    pub reduction: Reduction,
-}
+pub(crate) use hvd_core::driver::{Abort, Call};
 
 /// The tag of frame `frame` from `from` in call `seq`: both sides count frames per peer
 /// and direction, so the `n`-th send meets the `n`-th receive. The sender's rank is in
@@ -75,39 +65,6 @@ const TIMEOUT_LOOKOUT: Duration = Duration::from_secs(5);
 
 /// The most bytes of an abort's cause that travel.
 const MAX_CAUSE: usize = 1024;
-
-/// What a failing rank tells the others, so that ranks waiting on someone else than the
-/// culprit fail at once, naming it, instead of timing out on a healthy neighbour.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Abort {
-    pub culprit: usize,
-    pub reporter: usize,
-    pub cause: String,
-}
-
-impl Abort {
-    fn encode(&self) -> Vec<u8> {
-        let mut cause = self.cause.as_str();
-        while cause.len() > MAX_CAUSE {
-            let mut end = MAX_CAUSE;
-            while !cause.is_char_boundary(end) {
-                end -= 1;
-            }
-            cause = &cause[..end];
-        }
-        format!("{}\n{}\n{cause}", self.culprit, self.reporter).into_bytes()
-    }
-
-    fn decode(bytes: &[u8]) -> Option<Abort> {
-        let text = std::str::from_utf8(bytes).ok()?;
-        let mut parts = text.splitn(3, '\n');
-        Some(Abort {
-            culprit: parts.next()?.parse().ok()?,
-            reporter: parts.next()?.parse().ok()?,
-            cause: parts.next()?.to_owned(),
-        })
-    }
-}
 
 /// A failed call: the error this rank returns and the rank it blames.
 #[derive(Debug)]
@@ -158,8 +115,8 @@ struct Lane {
 
 /// An endpoint and what running calls over it needs.
 #[derive(Debug)]
-pub(crate) struct Engine {
-    pub endpoint: Endpoint,
+pub struct Engine {
+    pub(crate) endpoint: Endpoint,
     /// Stashed payloads, by peer rank.
     stashes: Vec<Vec<u8>>,
     op_timeout: Duration,
@@ -201,7 +158,7 @@ impl Engine {
 
     /// Tells every rank but the culprit why this rank's call failed, as far as it can
     /// within a short grace period.
-    pub(crate) fn abort(&mut self, call: &Call<'_>, fault: &Fault) {
+    fn abort(&mut self, call: &Call<'_>, fault: &Fault) {
         if fault.reported {
             return;
         }
@@ -214,7 +171,7 @@ impl Engine {
             reporter: call.rank,
             cause,
         };
-        let bytes = abort.encode();
+        let bytes = abort.encode(MAX_CAUSE);
         let mut pending = Vec::new();
         let dead = |p: usize| {
             self.processes
@@ -254,8 +211,8 @@ impl Engine {
         }
     }
 
-    /// Runs one call to completion.
-    pub(crate) fn run(
+    /// Runs one call to completion; a failure is not yet told to the other ranks.
+    fn drive(
         &mut self,
         call: &Call<'_>,
         layout: &mut Layout<'_>,
@@ -637,7 +594,7 @@ impl Engine {
         Error::PeerLost {
             rank: call.rank,
             peer,
-            op: call.op,
+            op: call.op.name(),
             tensor: call.tensor.to_owned(),
             cause: format!(
                 "libfabric provider {}: {cause}",
@@ -663,7 +620,7 @@ impl Engine {
             Some((peer, _)) if failed.code == crate::sys::FI_ETRUNC as i32 => {
                 Error::InvalidArgument {
                     rank: call.rank,
-                    op: call.op,
+                    op: call.op.name(),
                     tensor: call.tensor.to_owned(),
                     reason: format!(
                         "rank {peer} sent a larger frame than this rank expects: ranks passed tensors of different sizes ({})",
@@ -711,7 +668,7 @@ impl Engine {
             error: Error::PeerLost {
                 rank: call.rank,
                 peer: dead,
-                op: call.op,
+                op: call.op.name(),
                 tensor: call.tensor.to_owned(),
                 cause,
             },
@@ -755,7 +712,7 @@ impl Engine {
             error: Error::PeerLost {
                 rank: call.rank,
                 peer: abort.culprit,
-                op: call.op,
+                op: call.op.name(),
                 tensor: call.tensor.to_owned(),
                 cause: format!("reported by rank {}: {}", abort.reporter, abort.cause),
             },
@@ -803,7 +760,7 @@ impl Engine {
         }
         let error = Error::Timeout {
             rank: call.rank,
-            op: call.op,
+            op: call.op.name(),
             tensor: call.tensor.to_owned(),
             waited: self.op_timeout,
             waiting_for: format!(
@@ -820,6 +777,23 @@ impl Engine {
     }
 }
 
+impl hvd_core::driver::Engine for Engine {
+    /// A failure is told to every rank but the culprit, so that ranks waiting on
+    /// someone else fail at once naming it.
+    fn run(
+        &mut self,
+        call: &Call<'_>,
+        layout: &mut Layout<'_>,
+        schedule: &mut dyn Schedule,
+    ) -> Result<()> {
+        let Err(fault) = self.drive(call, layout, schedule) else {
+            return Ok(());
+        };
+        self.abort(call, &fault);
+        Err(fault.error)
+    }
+}
+
 /// Whether a send still in flight reads any byte of `range` in place.
 fn being_sent(lanes: &[Lane], range: &Range<usize>) -> bool {
     lanes.iter().flat_map(|l| &l.sends).any(|f| {
@@ -833,7 +807,7 @@ fn being_sent(lanes: &[Lane], range: &Range<usize>) -> bool {
 fn mismatched(call: &Call<'_>, peer: usize, got: usize, expected: usize) -> Error {
     Error::InvalidArgument {
         rank: call.rank,
-        op: call.op,
+        op: call.op.name(),
         tensor: call.tensor.to_owned(),
         reason: format!(
             "rank {peer} sent a frame of {got} bytes where {expected} were expected: ranks passed tensors of different sizes"
@@ -852,19 +826,5 @@ mod tests {
         assert_ne!(tag(1, 2, 3), tag(1, 3, 3));
         assert_eq!(tag(0x8005, 0, 0), tag(5, 0, 0));
         assert_eq!(tag(u32::MAX, 0xffff, u32::MAX) & ABORT_TAG, 0);
-    }
-
-    #[test]
-    fn aborts_round_trip_and_long_causes_are_cut_between_characters() {
-        let abort = Abort {
-            culprit: 2,
-            reporter: 0,
-            cause: "é".repeat(MAX_CAUSE),
-        };
-        let decoded = Abort::decode(&abort.encode());
-        let cause = decoded.as_ref().map(|a| a.cause.len());
-        assert_eq!(cause, Some(MAX_CAUSE));
-        assert_eq!(decoded.map(|a| (a.culprit, a.reporter)), Some((2, 0)));
-        assert_eq!(Abort::decode(b"x"), None);
     }
 }

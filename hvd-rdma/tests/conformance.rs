@@ -7,10 +7,10 @@ use hvd_core::MemoryStore;
 use hvd_core::conformance::{Options, run_threads};
 use hvd_rdma::{RdmaCollective, RdmaConfig};
 
-fn suite(provider: &str, size: usize, options: Options) {
+fn suite(provider: &str, size: usize) {
     let mut config = RdmaConfig::default();
     config.provider = Some(provider.into());
-    suite_with(config, size, options);
+    suite_with(config, size, hvd_testkit::conformance::options_for(size));
 }
 
 fn suite_with(config: RdmaConfig, size: usize, options: Options) {
@@ -22,36 +22,18 @@ fn suite_with(config: RdmaConfig, size: usize, options: Options) {
     .unwrap_or_else(|failure| panic!("{provider}, {size} ranks: {failure}"));
 }
 
-macro_rules! sizes {
-    ($provider:literal: $($name:ident = $size:literal, $options:expr;)*) => {$(
-        #[test]
+mod tcp {
+    hvd_testkit::conformance_by_size!(
+        |size| super::suite("tcp;ofi_rxm", size),
         #[cfg_attr(not(have_libfabric), ignore = "needs libfabric: apt-get install libfabric1")]
-        fn $name() {
-            suite($provider, $size, $options);
-        }
-    )*};
+    );
 }
 
-sizes! { "tcp;ofi_rxm":
-    tcp_one_rank = 1, Options::default();
-    tcp_two_ranks = 2, Options::default();
-    tcp_three_ranks = 3, Options::default();
-    tcp_four_ranks = 4, Options::default();
-    tcp_five_ranks = 5, Options::quick();
-    tcp_six_ranks = 6, Options::quick();
-    tcp_seven_ranks = 7, Options::quick();
-    tcp_eight_ranks = 8, Options::quick();
-}
-
-sizes! { "shm":
-    shm_one_rank = 1, Options::default();
-    shm_two_ranks = 2, Options::default();
-    shm_three_ranks = 3, Options::default();
-    shm_four_ranks = 4, Options::default();
-    shm_five_ranks = 5, Options::quick();
-    shm_six_ranks = 6, Options::quick();
-    shm_seven_ranks = 7, Options::quick();
-    shm_eight_ranks = 8, Options::quick();
+mod shm {
+    hvd_testkit::conformance_by_size!(
+        |size| super::suite("shm", size),
+        #[cfg_attr(not(have_libfabric), ignore = "needs libfabric: apt-get install libfabric1")]
+    );
 }
 
 /// The path of providers that need registered memory (verbs, EFA), on those that do not.

@@ -11,6 +11,7 @@
 //! without a valid one. The TCP transport's handshake uses the same secret.
 
 mod client;
+pub mod elastic;
 #[cfg(fuzzing)]
 #[doc(hidden)]
 pub mod fuzzing;
@@ -22,7 +23,7 @@ mod wire;
 
 pub use client::TcpStore;
 pub use keys::{CHECKIN_KEY, checkin_key, lost_by, lost_key};
-pub use select::{STORE_ADDR_VAR, store_from_env};
+pub use select::{STORE_ADDR_VAR, launcher_store, store_from_env};
 pub use server::StoreServer;
 
 #[cfg(test)]

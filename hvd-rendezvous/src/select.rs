@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hvd_core::units::{TimeUnit, parse_duration};
 use hvd_core::{Error, FileStore, MemoryStore, Result, Store};
 
 use super::{StoreServer, TcpStore};
@@ -13,8 +12,6 @@ use hvd_core::env;
 
 /// The variable hvdrun sets to its rendezvous server's `host:port`.
 pub const STORE_ADDR_VAR: &str = "HVD_STORE_ADDR";
-
-const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The store for rank `rank` of a job of `size` started by `launcher`, chosen by the first
 /// of these that applies:
@@ -66,10 +63,24 @@ pub fn store_from_env(launcher: &str, rank: usize, size: usize) -> Result<Arc<dy
 }
 
 fn start_timeout() -> Result<Duration> {
-    Ok(match env::lookup("START_TIMEOUT") {
-        Some((name, value)) => parse_duration(&name, &value, TimeUnit::Seconds)?,
-        None => DEFAULT_START_TIMEOUT,
-    })
+    Ok(env::start_timeout(|name| std::env::var(name).ok())?.unwrap_or(env::DEFAULT_START_TIMEOUT))
+}
+
+/// hvdrun's rendezvous server (`HVD_STORE_ADDR`), for a process hvdrun started before it
+/// has a rank: an elastic worker, which learns its rank from the store.
+pub fn launcher_store() -> Result<Arc<dyn Store>> {
+    let Some((_, addr)) = env::lookup("STORE_ADDR") else {
+        return Err(Error::Incomplete {
+            set: "HVD_ELASTIC_WORKER".into(),
+            missing: STORE_ADDR_VAR.into(),
+            hint: "elastic workers are started by hvdrun, which sets both".into(),
+        });
+    };
+    Ok(Arc::new(TcpStore::connect(
+        &addr,
+        &env::job_secret(),
+        start_timeout()?,
+    )?))
 }
 
 /// `MASTER_ADDR` and the port the store is served on, if both variables are set.

@@ -40,7 +40,9 @@ pub struct Config {
     /// Training steps per autotune sample (`HVD_AUTOTUNE_STEPS_PER_SAMPLE`; default 1).
     pub autotune_steps_per_sample: usize,
     /// Record a Chrome trace of every rank into this file, written by rank 0
-    /// (`HVD_TIMELINE`).
+    /// (`HVD_TIMELINE`). Horovod's `DYNAMIC` means no file at start, the Timeline being
+    /// started and stopped by the program ([`crate::Hvd::start_timeline`], which hvd
+    /// allows whatever this is).
     pub timeline: Option<PathBuf>,
     /// Mark the start of every negotiation cycle in the trace
     /// (`HVD_TIMELINE_MARK_CYCLES=1`).
@@ -64,6 +66,9 @@ impl Default for Config {
         }
     }
 }
+
+/// The value of `HVD_TIMELINE` that leaves the Timeline to the program, as in Horovod.
+const DYNAMIC_TIMELINE: &str = "DYNAMIC";
 
 fn duration(suffixes: &[&str], bare: TimeUnit) -> Result<Option<Duration>> {
     let names: Vec<String> = suffixes
@@ -127,7 +132,9 @@ impl Config {
         )? {
             config.autotune_steps_per_sample = n;
         }
-        config.timeline = env::lookup("TIMELINE").map(|(_, path)| PathBuf::from(path));
+        config.timeline = env::lookup("TIMELINE")
+            .filter(|(_, value)| value != DYNAMIC_TIMELINE)
+            .map(|(_, path)| PathBuf::from(path));
         config.timeline_mark_cycles = flag("TIMELINE_MARK_CYCLES")?;
         Ok(config)
     }

@@ -231,6 +231,7 @@ impl Engine {
             match key {
                 BatchKey::Allreduce(reduction) => stack.allreduce(&mut views, reduction),
                 BatchKey::Broadcast(root) => stack.broadcast(&mut views, root),
+                BatchKey::Adasum => hvd_core::adasum::allreduce(stack, &mut views),
             }
         })();
         for (mut item, spare) in batch.into_iter().zip(spares.iter()) {

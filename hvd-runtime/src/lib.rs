@@ -239,9 +239,22 @@ impl Hvd {
         self.inner.trace.start(self.rank(), path.as_ref())
     }
 
+    /// Whether the Timeline marks the start of every negotiation cycle (as
+    /// `HVD_TIMELINE_MARK_CYCLES=1` does at start); takes effect at once.
+    pub fn mark_timeline_cycles(&self, on: bool) {
+        self.inner.trace.recorder.set_mark_cycles(on);
+    }
+
     /// Stops recording the Timeline; what was recorded still reaches the file.
     pub fn stop_timeline(&self) {
         self.inner.trace.stop();
+    }
+
+    /// Why the job has ended on this rank, once it has: every call fails with this error
+    /// (a rank left or was lost, or the job was shut down). A program may then start a
+    /// new job (every rank alike).
+    pub fn stopped(&self) -> Option<Error> {
+        self.inner.global.queue.stopped()
     }
 
     /// Leaves the job now: the other ranks' pending and later calls fail with an error

@@ -2,13 +2,13 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use hvd_core::{Compression, Device, Error, ReduceOp, Reduction, Result, Topology, validate};
 
 use super::buffer::Buffer;
-use super::handle::{Handle, Slot};
+use super::handle::{self, Completion, Handle, Slot};
 use super::queue::Submission;
 use super::set_engine::SetEngine;
 use super::stats::StatsSnapshot;
@@ -128,7 +128,7 @@ impl ProcessSet {
         name: &str,
         op: &'static str,
         tensor: B,
-        make: impl FnOnce(B, Arc<Slot<T>>) -> Work,
+        make: impl FnOnce(B, Completion<T>) -> Work,
     ) -> Result<Handle<T>> {
         let (dtype, shape, device) = (tensor.dtype(), tensor.shape(), tensor.device());
         let elements: usize = shape.iter().product();
@@ -144,8 +144,8 @@ impl ProcessSet {
                 format!("shape {shape:?} does not match the {bytes} bytes of the tensor"),
             ));
         }
-        let slot = Arc::new(Slot::default());
-        let work = make(tensor, slot.clone());
+        let (slot, completion) = handle::slot();
+        let work = make(tensor, completion);
         let submission = Submission::new(name, work, dtype, shape, device);
         self.submit(submission, slot)
     }
@@ -154,10 +154,10 @@ impl ProcessSet {
     fn submit_control<T>(
         &self,
         name: String,
-        make: impl FnOnce(Arc<Slot<T>>) -> Control,
+        make: impl FnOnce(Completion<T>) -> Control,
     ) -> Result<Handle<T>> {
-        let slot = Arc::new(Slot::default());
-        let work = Work::Control(make(slot.clone()));
+        let (slot, completion) = handle::slot();
+        let work = Work::Control(make(completion));
         self.submit(Submission::control(name, work), slot)
     }
 
@@ -226,6 +226,30 @@ impl ProcessSet {
     /// Allreduces `tensor` with `op` and returns the result.
     pub fn allreduce<B: Buffer>(&self, name: &str, tensor: B, op: ReduceOp) -> Result<B> {
         self.allreduce_async(name, tensor, op)?.wait()
+    }
+
+    /// Starts an allreduce that combines the ranks' tensors with Adasum
+    /// ([`hvd_core::adasum`]): Horovod's scale-invariant combination of gradients,
+    /// pairwise and recursive over the ranks, each tensor on its own. Floating-point host
+    /// tensors only, over a power-of-two number of ranks.
+    pub fn adasum_async<B: Buffer>(&self, name: &str, tensor: B) -> Result<Handle<B>> {
+        let size = self.engine("adasum", name)?.topology.size();
+        hvd_core::adasum::check(
+            self.global_rank,
+            name,
+            tensor.dtype(),
+            tensor.device(),
+            size,
+        )?;
+        self.submit_tensor(name, "adasum", tensor, |tensor, slot| Work::InPlace {
+            op: InPlaceOp::Adasum,
+            tensor: Returns::new(tensor, slot),
+        })
+    }
+
+    /// Combines `tensor` over the ranks with Adasum and returns the result.
+    pub fn adasum<B: Buffer>(&self, name: &str, tensor: B) -> Result<B> {
+        self.adasum_async(name, tensor)?.wait()
     }
 
     /// Allreduces several tensors, submitting all before waiting so they can be fused.
@@ -337,7 +361,17 @@ impl ProcessSet {
         tensor: B,
         op: ReduceOp,
     ) -> Result<Handle<B>> {
-        let reduction = Reduction::new(op);
+        self.reducescatter_with_async(name, tensor, Reduction::new(op))
+    }
+
+    /// Starts a reducescatter with scale factors: `prescale` multiplies each rank's
+    /// tensor, `postscale` this rank's share of the result.
+    pub fn reducescatter_with_async<B: Buffer>(
+        &self,
+        name: &str,
+        tensor: B,
+        reduction: Reduction,
+    ) -> Result<Handle<B>> {
         validate::reduction_dtype(
             self.global_rank,
             "reducescatter",
@@ -374,6 +408,7 @@ impl ProcessSet {
         let n = engine.barriers.fetch_add(1, Ordering::Relaxed);
         let handle = self.submit_control(format!("hvd.barrier.{n}"), Control::Barrier)?;
         self.wait_within(handle, timeout, "barrier", "reach the barrier")
+            .numbered(&engine.barriers, n)
     }
 
     /// Declares that this rank has no more data: until every member has joined, it
@@ -392,6 +427,7 @@ impl ProcessSet {
     fn join_within(&self, timeout: Option<Duration>) -> Result<usize> {
         let handle = self.submit_control("hvd.join".into(), Control::Join)?;
         self.wait_within(handle, timeout, "join", "join")
+            .into_result()
     }
 
     /// Waits for a control operation, for at most `timeout` when one is given.
@@ -401,12 +437,13 @@ impl ProcessSet {
         timeout: Option<Duration>,
         op: &'static str,
         what_others_do: &str,
-    ) -> Result<T> {
+    ) -> Waited<T> {
         let Some(timeout) = timeout else {
-            return handle.wait();
+            return Waited::Done(handle.wait());
         };
-        handle.wait_timeout(timeout).unwrap_or_else(|_| {
-            Err(Error::Timeout {
+        match handle.wait_timeout(timeout) {
+            Ok(outcome) => Waited::Done(outcome),
+            Err(_) => Waited::GaveUp(Error::Timeout {
                 rank: self.global_rank,
                 op,
                 tensor: String::new(),
@@ -417,8 +454,8 @@ impl ProcessSet {
                      ranks still missing",
                     self.id, self.members
                 ),
-            })
-        })
+            }),
+        }
     }
 
     /// Creates a process set of `members` through `registry`, when every rank of this
@@ -441,6 +478,7 @@ impl ProcessSet {
             }
         })?;
         self.wait_within(handle, timeout, op, "call add_process_set")
+            .numbered(&engine.set_additions, n)
             .map_err(|e| match e {
                 Error::Mismatch {
                     rank_a,
@@ -473,5 +511,35 @@ impl ProcessSet {
             slot,
         })?
         .wait()
+    }
+}
+
+/// How the wait for a control operation ended.
+enum Waited<T> {
+    /// The operation completed or failed on every rank that made it.
+    Done(Result<T>),
+    /// This rank stopped waiting; the operation stays pending.
+    GaveUp(Error),
+}
+
+impl<T> Waited<T> {
+    fn into_result(self) -> Result<T> {
+        match self {
+            Waited::Done(outcome) => outcome,
+            Waited::GaveUp(err) => Err(err),
+        }
+    }
+
+    /// The outcome of control operation number `n` of those `counter` names. When it
+    /// failed, the job failed it on every rank that made it (the stall inspector, a
+    /// mismatch): it no longer exists, so this rank's next one takes its number again.
+    /// Otherwise a rank that never made it would stay one behind, and every later one
+    /// would stall. An operation still pending, or numbered since by another thread,
+    /// keeps the numbers as they are.
+    fn numbered(self, counter: &AtomicU64, n: u64) -> Result<T> {
+        if let Waited::Done(Err(_)) = &self {
+            let _ = counter.compare_exchange(n + 1, n, Ordering::Relaxed, Ordering::Relaxed);
+        }
+        self.into_result()
     }
 }

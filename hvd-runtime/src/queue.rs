@@ -143,6 +143,11 @@ impl Queue {
         self.wake.notify_all();
     }
 
+    /// Why the engine stopped, once it has.
+    pub fn stopped(&self) -> Option<Error> {
+        self.lock().stopped.clone()
+    }
+
     /// Records why the engine stopped; later submissions fail with it. Returns whatever
     /// was still queued, to be failed too.
     pub fn stop(&self, reason: Error) -> Vec<Submission> {

@@ -17,10 +17,11 @@ pub(crate) enum OpKind {
     Join,
     AddProcessSet,
     RemoveProcessSet,
+    Adasum,
 }
 
 impl OpKind {
-    pub const ALL: [OpKind; 9] = [
+    pub const ALL: [OpKind; 10] = [
         OpKind::Allreduce,
         OpKind::Allgather,
         OpKind::Broadcast,
@@ -30,6 +31,7 @@ impl OpKind {
         OpKind::Join,
         OpKind::AddProcessSet,
         OpKind::RemoveProcessSet,
+        OpKind::Adasum,
     ];
 
     pub fn name(self) -> &'static str {
@@ -43,6 +45,7 @@ impl OpKind {
             OpKind::Join => "join",
             OpKind::AddProcessSet => "add_process_set",
             OpKind::RemoveProcessSet => "remove_process_set",
+            OpKind::Adasum => "adasum",
         }
     }
 
@@ -100,6 +103,8 @@ pub(crate) enum Op {
     RemoveProcessSet {
         id: usize,
     },
+    /// An allreduce that combines with Adasum instead of a reduce op.
+    Adasum,
 }
 
 impl Op {
@@ -114,15 +119,17 @@ impl Op {
             Op::Join => OpKind::Join,
             Op::AddProcessSet { .. } => OpKind::AddProcessSet,
             Op::RemoveProcessSet { .. } => OpKind::RemoveProcessSet,
+            Op::Adasum => OpKind::Adasum,
         }
     }
 
     /// What makes responses run as one batch through the stack: allreduces with one
-    /// reduction, broadcasts from one root. `None` for ops that run alone.
+    /// reduction, broadcasts from one root, Adasum. `None` for ops that run alone.
     pub fn batch_key(&self) -> Option<BatchKey> {
         match *self {
             Op::Allreduce { reduction, .. } => Some(BatchKey::Allreduce(reduction)),
             Op::Broadcast { root } => Some(BatchKey::Broadcast(root)),
+            Op::Adasum => Some(BatchKey::Adasum),
             _ => None,
         }
     }
@@ -133,6 +140,8 @@ impl Op {
 pub(crate) enum BatchKey {
     Allreduce(Reduction),
     Broadcast(usize),
+    /// [`hvd_core::adasum::allreduce`] over the stack.
+    Adasum,
 }
 
 /// One rank's request for one named tensor: everything the ranks must agree on.

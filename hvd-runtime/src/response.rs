@@ -223,11 +223,12 @@ pub(crate) fn decide(
             None
         };
         if let Some(reason) = reason {
-            return respond(Err(Error::InvalidArgument {
+            return respond(Err(Error::Joined {
                 rank: first.0,
                 op: kind.name(),
                 tensor: name.into(),
-                reason: format!("rank {rank} has joined; {reason}"),
+                joined: rank,
+                reason,
             }));
         }
     }

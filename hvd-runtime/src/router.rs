@@ -7,9 +7,8 @@
 use std::sync::Arc;
 
 use crate::staging::{self, DeviceMemoryFor, Staging};
-use hvd_core::{
-    Collective, Device, DeviceMemory, Error, Reduction, Result, Tensor, TensorMut, Topology,
-};
+use hvd_core::layer::Layer;
+use hvd_core::{Collective, Device, DeviceMemory, Error, Operation, Result};
 
 /// A collective over several transports of one group of ranks, each call going to the
 /// first that [`supports`](Collective::supports) its tensors' device.
@@ -102,120 +101,50 @@ impl Router {
             ),
         })
     }
-
-    fn route_batch(&self, op: &str, tensors: &[TensorMut<'_>]) -> Result<Route<'_>> {
-        match tensors.first() {
-            Some(first) => self.route(first.device(), op, first.name()),
-            None => Ok(Route::Direct(self.host().as_ref())),
-        }
-    }
 }
 
-impl Collective for Router {
-    fn topology(&self) -> &Topology {
-        self.host().topology()
+impl Layer for Router {
+    type Inner = dyn Collective;
+
+    /// The host transport: negotiation, barriers and the topology run on it.
+    fn inner(&self) -> &(dyn Collective + 'static) {
+        self.host().as_ref()
     }
 
-    fn backend(&self) -> &'static str {
-        self.host().backend()
+    fn call(&self, op: Operation<'_, '_>) -> Result<()> {
+        let Some((device, tensor)) = op.first_tensor() else {
+            return op.run(self.inner());
+        };
+        match self.route(device, op.kind().name(), tensor)? {
+            Route::Direct(transport) => op.run(transport),
+            Route::Staged(memory) => staging::run(memory.as_ref(), op, self.inner()),
+        }
     }
 
-    fn supports(&self, device: Device) -> bool {
-        self.transports.iter().any(|t| t.supports(device))
-            || (self.staging.is_some() && device != Device::Cpu)
+    fn supports(this: &Self, device: Device) -> bool {
+        this.transports.iter().any(|t| t.supports(device))
+            || (this.staging.is_some() && device != Device::Cpu)
     }
 
     /// The transport that takes `device`; staged calls travel over the host one.
-    fn backend_on(&self, device: Device) -> &'static str {
-        self.transports
+    fn backend_on(this: &Self, device: Device) -> &'static str {
+        this.transports
             .iter()
             .find(|t| t.supports(device))
-            .unwrap_or(self.host())
+            .unwrap_or(this.host())
             .backend_on(device)
     }
 
-    /// The host transport's answer: Fusion packs host tensors only, and device tensors
-    /// pass it unpacked whatever the answer.
-    fn fuses_batches(&self) -> bool {
-        self.host().fuses_batches()
-    }
-
     /// The memory of the transport that takes `device`.
-    fn device_memory(&self, device: Device) -> Option<Arc<dyn DeviceMemory>> {
-        self.transports
+    fn device_memory(this: &Self, device: Device) -> Option<Arc<dyn DeviceMemory>> {
+        this.transports
             .iter()
             .find(|t| t.supports(device))
             .and_then(|t| t.device_memory(device))
     }
 
-    fn allreduce(&self, tensors: &mut [TensorMut<'_>], reduction: Reduction) -> Result<()> {
-        match self.route_batch("allreduce", tensors)? {
-            Route::Direct(t) => t.allreduce(tensors, reduction),
-            Route::Staged(memory) => staging::batch(memory.as_ref(), tensors, |host| {
-                self.host().allreduce(host, reduction)
-            }),
-        }
-    }
-
-    fn broadcast(&self, tensors: &mut [TensorMut<'_>], root: usize) -> Result<()> {
-        match self.route_batch("broadcast", tensors)? {
-            Route::Direct(t) => t.broadcast(tensors, root),
-            Route::Staged(memory) => staging::batch(memory.as_ref(), tensors, |host| {
-                self.host().broadcast(host, root)
-            }),
-        }
-    }
-
-    fn allgather(
-        &self,
-        input: &Tensor<'_>,
-        output: &mut TensorMut<'_>,
-        counts: &[usize],
-    ) -> Result<()> {
-        match self.route(input.device(), "allgather", input.name())? {
-            Route::Direct(t) => t.allgather(input, output, counts),
-            Route::Staged(memory) => staging::resized(memory.as_ref(), input, output, |i, o| {
-                self.host().allgather(i, o, counts)
-            }),
-        }
-    }
-
-    fn alltoall(
-        &self,
-        input: &Tensor<'_>,
-        send_counts: &[usize],
-        output: &mut TensorMut<'_>,
-        recv_counts: &[usize],
-    ) -> Result<()> {
-        match self.route(input.device(), "alltoall", input.name())? {
-            Route::Direct(t) => t.alltoall(input, send_counts, output, recv_counts),
-            Route::Staged(memory) => staging::resized(memory.as_ref(), input, output, |i, o| {
-                self.host().alltoall(i, send_counts, o, recv_counts)
-            }),
-        }
-    }
-
-    fn reducescatter(
-        &self,
-        input: &Tensor<'_>,
-        output: &mut TensorMut<'_>,
-        counts: &[usize],
-        reduction: Reduction,
-    ) -> Result<()> {
-        match self.route(input.device(), "reducescatter", input.name())? {
-            Route::Direct(t) => t.reducescatter(input, output, counts, reduction),
-            Route::Staged(memory) => staging::resized(memory.as_ref(), input, output, |i, o| {
-                self.host().reducescatter(i, o, counts, reduction)
-            }),
-        }
-    }
-
-    fn barrier(&self) -> Result<()> {
-        self.host().barrier()
-    }
-
-    fn split(&self, members: &[usize]) -> Result<Option<Box<dyn Collective>>> {
-        Ok(self
+    fn split(this: &Self, members: &[usize]) -> Result<Option<Box<dyn Collective>>> {
+        Ok(this
             .split_router(members)?
             .map(|r| Box::new(r) as Box<dyn Collective>))
     }
@@ -226,7 +155,7 @@ mod tests {
     use std::sync::Mutex;
 
     use hvd_core::reference::LocalGroup;
-    use hvd_core::{DType, DeviceBuffer, ReduceOp};
+    use hvd_core::{DType, DeviceBuffer, ReduceOp, Reduction, TensorMut};
 
     use super::*;
 
@@ -238,51 +167,28 @@ mod tests {
         calls: Arc<Mutex<Vec<(&'static str, String)>>>,
     }
 
-    impl Collective for Taking {
-        fn topology(&self) -> &Topology {
-            self.inner.topology()
+    impl Layer for Taking {
+        type Inner = dyn Collective;
+        fn inner(&self) -> &(dyn Collective + 'static) {
+            self.inner.as_ref()
         }
-        fn backend(&self) -> &'static str {
-            self.name
-        }
-        fn supports(&self, device: Device) -> bool {
-            device == self.device
-        }
-        fn allreduce(&self, tensors: &mut [TensorMut<'_>], _: Reduction) -> Result<()> {
-            let names = tensors.iter().map(|t| t.name().to_owned());
-            let mut calls = self.calls.lock().unwrap();
-            calls.extend(names.map(|n| (self.name, n)));
+        /// Records the tensors of an allreduce; moves nothing.
+        fn call(&self, op: Operation<'_, '_>) -> Result<()> {
+            if let Operation::Allreduce { tensors, .. } = op {
+                let names = tensors.iter().map(|t| t.name().to_owned());
+                let mut calls = self.calls.lock().unwrap();
+                calls.extend(names.map(|n| (self.name, n)));
+            }
             Ok(())
         }
-        fn broadcast(&self, _: &mut [TensorMut<'_>], _: usize) -> Result<()> {
-            Ok(())
-        }
-        fn allgather(&self, _: &Tensor<'_>, _: &mut TensorMut<'_>, _: &[usize]) -> Result<()> {
-            Ok(())
-        }
-        fn alltoall(
-            &self,
-            _: &Tensor<'_>,
-            _: &[usize],
-            _: &mut TensorMut<'_>,
-            _: &[usize],
-        ) -> Result<()> {
-            Ok(())
-        }
-        fn reducescatter(
-            &self,
-            _: &Tensor<'_>,
-            _: &mut TensorMut<'_>,
-            _: &[usize],
-            _: Reduction,
-        ) -> Result<()> {
-            Ok(())
-        }
-        fn barrier(&self) -> Result<()> {
-            Ok(())
-        }
-        fn split(&self, _: &[usize]) -> Result<Option<Box<dyn Collective>>> {
+        fn split(_: &Self, _: &[usize]) -> Result<Option<Box<dyn Collective>>> {
             Ok(None)
+        }
+        fn backend(this: &Self) -> &'static str {
+            this.name
+        }
+        fn supports(this: &Self, device: Device) -> bool {
+            device == this.device
         }
     }
 

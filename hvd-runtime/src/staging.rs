@@ -5,7 +5,8 @@
 use std::sync::{Arc, Mutex};
 
 use hvd_core::{
-    DType, Device, DeviceBuffer, DeviceMemory, Error, Memory, MemoryMut, Result, Tensor, TensorMut,
+    Collective, DType, Device, DeviceBuffer, DeviceMemory, Error, Memory, MemoryMut, Operation,
+    Result, Tensor, TensorMut,
 };
 
 /// Gives the memory (with a stream of its own) of a device, for staging its tensors.
@@ -90,8 +91,46 @@ fn host_views<'a>(
         .collect()
 }
 
+/// Runs `op`, whose tensors are in `memory`'s device, on `host` through host copies.
+pub(crate) fn run(
+    memory: &dyn DeviceMemory,
+    op: Operation<'_, '_>,
+    host: &dyn Collective,
+) -> Result<()> {
+    match op {
+        Operation::Allreduce { tensors, reduction } => batch(memory, tensors, |host_tensors| {
+            host.allreduce(host_tensors, reduction)
+        }),
+        Operation::Broadcast { tensors, root } => batch(memory, tensors, |host_tensors| {
+            host.broadcast(host_tensors, root)
+        }),
+        Operation::Allgather {
+            input,
+            output,
+            counts,
+        } => resized(memory, input, output, |i, o| host.allgather(i, o, counts)),
+        Operation::Alltoall {
+            input,
+            send_counts,
+            output,
+            recv_counts,
+        } => resized(memory, input, output, |i, o| {
+            host.alltoall(i, send_counts, o, recv_counts)
+        }),
+        Operation::Reducescatter {
+            input,
+            output,
+            counts,
+            reduction,
+        } => resized(memory, input, output, |i, o| {
+            host.reducescatter(i, o, counts, reduction)
+        }),
+        Operation::Barrier => host.barrier(),
+    }
+}
+
 /// Runs `call` on host copies of a batch of device tensors, then copies the results back.
-pub(crate) fn batch(
+fn batch(
     memory: &dyn DeviceMemory,
     tensors: &mut [TensorMut<'_>],
     call: impl FnOnce(&mut [TensorMut<'_>]) -> Result<()>,
@@ -113,7 +152,7 @@ pub(crate) fn batch(
 }
 
 /// Runs `call` on a host copy of `input` and a host output, then copies the output back.
-pub(crate) fn resized(
+fn resized(
     memory: &dyn DeviceMemory,
     input: &Tensor<'_>,
     output: &mut TensorMut<'_>,

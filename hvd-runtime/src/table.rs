@@ -122,15 +122,18 @@ impl MessageTable {
         ready
     }
 
-    /// Removes `name` (a stalled tensor that is being failed); returns its op.
+    /// Removes `name` (a stalled tensor that is being failed); returns its op. The ranks
+    /// of a failed join are no longer joined: they go on as before it.
     pub fn remove(&mut self, name: &str) -> Option<OpKind> {
         let entry = self.entries.remove(name)?;
-        entry
-            .requests
-            .into_iter()
-            .flatten()
-            .next()
-            .map(|r| r.kind())
+        let askers: Vec<usize> = (0..self.size)
+            .filter(|r| entry.requests[*r].is_some())
+            .collect();
+        let kind = entry.requests.into_iter().flatten().next()?.kind();
+        if kind == OpKind::Join {
+            self.join_order.retain(|r| !askers.contains(r));
+        }
+        Some(kind)
     }
 
     /// Entries some ranks have waited on for longer than `after`, oldest first.
@@ -274,6 +277,18 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_join_leaves_its_ranks_unjoined() {
+        let mut t = MessageTable::new(2);
+        t.add(0, req("hvd.join", Op::Join, DType::U8, &[]));
+        assert_eq!(t.joined(), [true, false]);
+        assert_eq!(t.remove("hvd.join"), Some(OpKind::Join));
+        assert_eq!(t.joined(), [false, false]);
+        // Rank 1's allreduce now waits for rank 0 instead of taking zeros from it.
+        t.add(1, req("x", allreduce(SUM), DType::F32, &[1]));
+        assert!(t.take_ready().is_empty());
+    }
+
+    #[test]
     fn broadcast_while_a_rank_has_joined_is_an_error() {
         let mut t = MessageTable::new(2);
         t.add(1, req("hvd.join", Op::Join, DType::U8, &[]));
@@ -285,7 +300,7 @@ mod tests {
                 .as_ref()
                 .unwrap_err()
                 .to_string(),
-            "rank 0: invalid broadcast of tensor 'w': rank 1 has joined; only allreduce can run while ranks have joined"
+            "rank 0: broadcast of tensor 'w' cannot run while rank 1 has joined: only allreduce can run while ranks have joined"
         );
     }
 
@@ -303,7 +318,7 @@ mod tests {
                 .as_ref()
                 .unwrap_err()
                 .to_string(),
-            "rank 0: invalid allreduce of tensor 'g': rank 1 has joined; joined ranks contribute zeros to host tensors only, and this one is on cuda:0"
+            "rank 0: allreduce of tensor 'g' cannot run while rank 1 has joined: joined ranks contribute zeros to host tensors only, and this one is on cuda:0"
         );
     }
 

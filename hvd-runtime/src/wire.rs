@@ -95,7 +95,7 @@ fn encode_op(w: &mut Writer, op: &Op) {
         Op::RemoveProcessSet { id } => {
             w.usize(*id);
         }
-        Op::Allgather | Op::Barrier | Op::Join => {}
+        Op::Allgather | Op::Barrier | Op::Join | Op::Adasum => {}
     }
 }
 
@@ -156,6 +156,7 @@ fn decode_op(r: &mut Reader<'_>) -> Result<Op> {
         OpKind::Allgather => Op::Allgather,
         OpKind::Barrier => Op::Barrier,
         OpKind::Join => Op::Join,
+        OpKind::Adasum => Op::Adasum,
     })
 }
 
@@ -259,6 +260,7 @@ mod tests {
                     OpKind::Allgather => Op::Allgather,
                     OpKind::Barrier => Op::Barrier,
                     OpKind::Join => Op::Join,
+                    OpKind::Adasum => Op::Adasum,
                 }
             })
     }

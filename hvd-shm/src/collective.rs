@@ -1,11 +1,13 @@
 //! `ShmCollective`: the `Collective` trait over the steps of a shared-memory group.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
+use hvd_core::driver::{Calls, Group, check_rank};
+use hvd_core::schedule::blocks;
 use hvd_core::{
-    Collective, Device, Error, Reduction, Result, Store, Tensor, TensorMut, Topology, batch_name,
-    validate,
+    Collective, Device, Error, OpKind, Reduction, Result, Store, Tensor, TensorMut, Topology,
+    batch_name, validate,
 };
 
 use crate::allreduce::{self, Part};
@@ -14,7 +16,7 @@ use crate::layout::MAX_RANKS;
 use crate::lockstep::{Desc, Lockstep, Patience};
 use crate::op::{Call, Op};
 use crate::rendezvous::Joiner;
-use crate::{movement, plan, reducescatter};
+use crate::{movement, reducescatter};
 
 /// Store namespace of a group made by [`ShmCollective::connect`].
 const ROOT_PREFIX: &str = "shm";
@@ -27,14 +29,7 @@ pub struct ShmCollective {
     store: Arc<dyn Store>,
     /// Store namespace of this group; sub-groups live below it.
     prefix: String,
-    state: Mutex<Group>,
-}
-
-#[derive(Debug)]
-struct Group {
-    steps: Lockstep,
-    /// Number of `split` calls so far, which names each sub-group's namespace.
-    splits: u64,
+    group: Group<Lockstep>,
 }
 
 impl std::fmt::Debug for ShmCollective {
@@ -76,13 +71,7 @@ impl ShmCollective {
                 expected: format!("at most {MAX_RANKS} ranks on one host"),
             });
         }
-        if rank >= size {
-            return Err(Error::Config {
-                name: "rank".into(),
-                value: rank.to_string(),
-                expected: format!("a rank below the group size {size}"),
-            });
-        }
+        check_rank(rank, size)?;
         let segment = Joiner {
             store: store.as_ref(),
             prefix: &prefix,
@@ -100,7 +89,7 @@ impl ShmCollective {
             config,
             store,
             prefix,
-            state: Mutex::new(Group { steps, splits: 0 }),
+            group: Group::new(rank, steps),
         })
     }
 
@@ -112,16 +101,11 @@ impl ShmCollective {
         self.topology.size()
     }
 
-    /// The group, unless an earlier failure ended it.
-    fn group(&self) -> Result<MutexGuard<'_, Group>> {
-        let group = self.state.lock().map_err(|_| Error::Shutdown {
-            cause: format!(
-                "rank {}: a thread panicked during a call on this group",
-                self.rank()
-            ),
-        })?;
-        group.steps.usable()?;
-        Ok(group)
+    /// The group's steps, unless a failure ended them.
+    fn steps(&self) -> Result<MutexGuard<'_, Calls<Lockstep>>> {
+        let calls = self.group.lock()?;
+        calls.transport.usable()?;
+        Ok(calls)
     }
 }
 
@@ -150,45 +134,17 @@ fn host_cores() -> usize {
     usize::try_from(online).ok().filter(|n| *n > 0).unwrap_or(1)
 }
 
-fn unsupported(rank: usize, op: &str, device: Device, tensor: &str) -> Error {
-    Error::Unsupported {
-        backend: "shm",
-        what: format!("{device} memory (rank {rank}, {op} of '{tensor}')"),
-    }
-}
-
-fn host<'a>(rank: usize, op: &str, t: &Tensor<'a>) -> Result<&'a [u8]> {
-    t.host()
-        .ok_or_else(|| unsupported(rank, op, t.device(), t.name()))
-}
-
-fn host_mut<'s>(rank: usize, op: &str, t: &'s mut TensorMut<'_>) -> Result<&'s mut [u8]> {
-    let (device, name) = (t.device(), t.name());
-    t.host_mut()
-        .ok_or_else(|| unsupported(rank, op, device, name))
-}
-
-fn parts<'a>(rank: usize, op: &str, tensors: &'a mut [TensorMut<'_>]) -> Result<Vec<Part<'a>>> {
+fn parts<'a>(rank: usize, op: OpKind, tensors: &'a mut [TensorMut<'_>]) -> Result<Vec<Part<'a>>> {
     tensors
         .iter_mut()
         .map(|t| {
             let dtype = t.dtype();
             Ok(Part {
                 dtype,
-                bytes: host_mut(rank, op, t)?,
+                bytes: t.host_mut_for("shm", rank, op.name())?,
             })
         })
         .collect()
-}
-
-/// FNV-1a of the members: the same on every rank, build and platform.
-fn fingerprint(members: &[usize]) -> u64 {
-    members
-        .iter()
-        .flat_map(|m| (*m as u64).to_le_bytes())
-        .fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-        })
 }
 
 impl Collective for ShmCollective {
@@ -213,10 +169,10 @@ impl Collective for ShmCollective {
         let rank = self.rank();
         validate::allreduce(rank, tensors, reduction)?;
         let name = batch_name(tensors);
-        let mut parts = parts(rank, "allreduce", tensors)?;
-        let mut group = self.group()?;
+        let mut parts = parts(rank, OpKind::Allreduce, tensors)?;
+        let mut calls = self.steps()?;
         allreduce::allreduce(
-            &mut group.steps,
+            &mut calls.transport,
             &name,
             &mut parts,
             reduction,
@@ -228,9 +184,9 @@ impl Collective for ShmCollective {
         let rank = self.rank();
         let name = batch_name(tensors);
         validate::root(rank, self.size(), root, &name)?;
-        let mut parts = parts(rank, "broadcast", tensors)?;
-        let mut group = self.group()?;
-        movement::broadcast(&mut group.steps, &name, &mut parts, root)
+        let mut parts = parts(rank, OpKind::Broadcast, tensors)?;
+        let mut calls = self.steps()?;
+        movement::broadcast(&mut calls.transport, &name, &mut parts, root)
     }
 
     fn allgather(
@@ -239,14 +195,14 @@ impl Collective for ShmCollective {
         output: &mut TensorMut<'_>,
         counts: &[usize],
     ) -> Result<()> {
-        let (rank, op) = (self.rank(), "allgather");
+        let (rank, op) = (self.rank(), OpKind::Allgather);
         validate::allgather(rank, self.size(), input, output, counts)?;
         let element = input.dtype().size();
-        let source = host(rank, op, input)?;
-        let target = host_mut(rank, op, output)?;
-        let mut group = self.group()?;
+        let source = input.host_for("shm", rank, op.name())?;
+        let target = output.host_mut_for("shm", rank, op.name())?;
+        let mut calls = self.steps()?;
         movement::allgather(
-            &mut group.steps,
+            &mut calls.transport,
             input.name(),
             source,
             target,
@@ -262,19 +218,19 @@ impl Collective for ShmCollective {
         output: &mut TensorMut<'_>,
         recv_counts: &[usize],
     ) -> Result<()> {
-        let (rank, op) = (self.rank(), "alltoall");
+        let (rank, op) = (self.rank(), OpKind::Alltoall);
         validate::alltoall(rank, self.size(), input, send_counts, output, recv_counts)?;
         let element = input.dtype().size();
-        let source = host(rank, op, input)?;
-        let target = host_mut(rank, op, output)?;
-        let mut group = self.group()?;
+        let source = input.host_for("shm", rank, op.name())?;
+        let target = output.host_mut_for("shm", rank, op.name())?;
+        let mut calls = self.steps()?;
         movement::alltoall(
-            &mut group.steps,
+            &mut calls.transport,
             input.name(),
             source,
-            &plan::blocks(send_counts, element),
+            &blocks(0, send_counts, element),
             target,
-            &plan::blocks(recv_counts, element),
+            &blocks(0, recv_counts, element),
         )
     }
 
@@ -285,13 +241,13 @@ impl Collective for ShmCollective {
         counts: &[usize],
         reduction: Reduction,
     ) -> Result<()> {
-        let (rank, op) = (self.rank(), "reducescatter");
+        let (rank, op) = (self.rank(), OpKind::Reducescatter);
         validate::reducescatter(rank, self.size(), input, output, counts, reduction)?;
-        let source = host(rank, op, input)?;
-        let target = host_mut(rank, op, output)?;
-        let mut group = self.group()?;
+        let source = input.host_for("shm", rank, op.name())?;
+        let target = output.host_mut_for("shm", rank, op.name())?;
+        let mut calls = self.steps()?;
         reducescatter::reducescatter(
-            &mut group.steps,
+            &mut calls.transport,
             input.name(),
             input.dtype(),
             source,
@@ -302,35 +258,20 @@ impl Collective for ShmCollective {
     }
 
     fn barrier(&self) -> Result<()> {
-        let mut group = self.group()?;
+        let mut calls = self.steps()?;
         let call = Call {
             op: Op::Barrier,
             tensor: "barrier",
         };
-        group.steps.sync(&call, Desc::new(Op::Barrier, 0))
+        calls.transport.sync(&call, Desc::new(Op::Barrier, 0))
     }
 
     fn split(&self, members: &[usize]) -> Result<Option<Box<dyn Collective>>> {
-        let rank = self.rank();
-        validate::members(rank, self.size(), members)?;
-        let index = {
-            let mut group = self.group()?;
-            group.splits += 1;
-            group.splits
-        };
-        let Some(sub_rank) = members.iter().position(|m| *m == rank) else {
+        let Some(sub) = self.group.split(&self.prefix, self.size(), members)? else {
             return Ok(None);
         };
-        // The members are part of the namespace, so ranks that disagree on them never
-        // meet (and time out naming each other) instead of forming a wrong group.
-        let prefix = format!("{}/split{index}-{:016x}", self.prefix, fingerprint(members));
-        let sub = Self::join(
-            self.store.clone(),
-            prefix,
-            sub_rank,
-            members.len(),
-            self.config.clone(),
-        )?;
-        Ok(Some(Box::new(sub)))
+        let (store, config) = (self.store.clone(), self.config.clone());
+        let group = Self::join(store, sub.prefix, sub.rank, members.len(), config)?;
+        Ok(Some(Box::new(group)))
     }
 }

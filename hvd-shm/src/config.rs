@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use hvd_core::units::{BYTE_FORMS, TimeUnit, parse_bytes, parse_duration};
-use hvd_core::{Error, Result};
+use hvd_core::units::{check_bytes_in, parse_bytes};
+use hvd_core::{Error, Result, env};
 
 /// Longest job id accepted: it is part of the segment's file name.
 const MAX_JOB_ID: usize = 64;
@@ -42,8 +42,8 @@ pub struct ShmConfig {
 impl Default for ShmConfig {
     fn default() -> Self {
         ShmConfig {
-            start_timeout: Duration::from_secs(30),
-            op_timeout: Duration::from_secs(60),
+            start_timeout: env::DEFAULT_START_TIMEOUT,
+            op_timeout: env::DEFAULT_OP_TIMEOUT,
             job_id: String::new(),
             slot_bytes: 512 << 10,
             small_bytes: 64 << 10,
@@ -57,8 +57,8 @@ impl ShmConfig {
     ///
     /// | variable | field | form |
     /// |---|---|---|
-    /// | `HVD_START_TIMEOUT` | `start_timeout` | seconds, e.g. `30` or `2.5` |
-    /// | `HVD_SHM_TIMEOUT` | `op_timeout` | seconds |
+    /// | `HVD_START_TIMEOUT` (alias `HOROVOD_START_TIMEOUT`) | `start_timeout` | seconds, e.g. `30` or `2.5` |
+    /// | `HVD_SHM_TIMEOUT`, else the job's `HVD_TIMEOUT` (alias `HOROVOD_GLOO_TIMEOUT_SECONDS`) | `op_timeout` | seconds |
     /// | `HVD_JOB_ID` | `job_id` | up to 64 letters, digits, `-`, `_` |
     /// | `HVD_SHM_SLOT_BYTES` | `slot_bytes` | a byte size, 4K to 256M |
     /// | `HVD_SHM_SMALL_BYTES` | `small_bytes` | a byte size |
@@ -70,11 +70,11 @@ impl ShmConfig {
 
     fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self> {
         let mut config = ShmConfig::default();
-        if let Some(value) = var("HVD_START_TIMEOUT") {
-            config.start_timeout = seconds("HVD_START_TIMEOUT", &value)?;
+        if let Some(timeout) = env::start_timeout(&var)? {
+            config.start_timeout = timeout;
         }
-        if let Some(value) = var("HVD_SHM_TIMEOUT") {
-            config.op_timeout = seconds("HVD_SHM_TIMEOUT", &value)?;
+        if let Some(timeout) = env::op_timeout(&var, "HVD_SHM_TIMEOUT")? {
+            config.op_timeout = timeout;
         }
         if let Some(value) = var("HVD_JOB_ID") {
             config.job_id = value;
@@ -104,28 +104,12 @@ impl ShmConfig {
                 expected: format!("at most {MAX_JOB_ID} letters, digits, '-' or '_'"),
             });
         }
-        if !(MIN_SLOT_BYTES..=MAX_SLOT_BYTES).contains(&self.slot_bytes) {
-            return Err(Error::Config {
-                name: "HVD_SHM_SLOT_BYTES".into(),
-                value: self.slot_bytes.to_string(),
-                expected: format!("from 4K to 256M: {BYTE_FORMS}"),
-            });
-        }
-        Ok(())
+        check_bytes_in(
+            "HVD_SHM_SLOT_BYTES",
+            self.slot_bytes,
+            MIN_SLOT_BYTES..=MAX_SLOT_BYTES,
+        )
     }
-}
-
-/// A positive duration (`30`, `2.5`, `500ms`; a bare number is in seconds).
-fn seconds(name: &str, value: &str) -> Result<Duration> {
-    let duration = parse_duration(name, value, TimeUnit::Seconds)?;
-    if duration.is_zero() {
-        return Err(Error::Config {
-            name: name.into(),
-            value: value.into(),
-            expected: "a positive duration such as 30, 2.5 or 5m".into(),
-        });
-    }
-    Ok(duration)
 }
 
 #[cfg(test)]

@@ -6,6 +6,8 @@ use crate::allreduce::Part;
 use crate::copy::copy;
 use crate::lockstep::{Desc, Lockstep};
 use crate::op::{Call, Op};
+use hvd_core::schedule::blocks;
+
 use crate::plan;
 
 /// Copies the batch from `root`: step `c` carries bytes `c * slot ..` of the tensors laid
@@ -67,7 +69,7 @@ pub(crate) fn allgather(
         tensor,
     };
     let (rank, slot_bytes) = (steps.rank(), steps.slot_bytes());
-    let blocks = plan::blocks(counts, element);
+    let blocks = blocks(0, counts, element);
     copy(&mut output[blocks[rank].clone()], input);
     let longest = blocks.iter().map(|b| b.len()).max().unwrap_or(0);
     for c in 0..longest.div_ceil(slot_bytes) {

@@ -19,19 +19,6 @@ pub(crate) fn piece(len: usize, piece: usize, step: usize) -> Range<usize> {
     start..(start + piece).min(len)
 }
 
-/// Byte ranges of blocks of `counts` elements of `element` bytes each, back to back.
-pub(crate) fn blocks(counts: &[usize], element: usize) -> Vec<Range<usize>> {
-    let mut at = 0;
-    counts
-        .iter()
-        .map(|count| {
-            let block = at..at + count * element;
-            at = block.end;
-            block
-        })
-        .collect()
-}
-
 /// One piece of a window over tensors laid end to end: bytes `tensor_range` of tensor
 /// `tensor` are bytes `window_range` of the window.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,11 +106,6 @@ mod tests {
         assert_eq!(piece(10, 4, 2), 8..10);
         assert_eq!(piece(10, 4, 3), 10..10);
         assert_eq!(piece(0, 4, 0), 0..0);
-    }
-
-    #[test]
-    fn blocks_follow_each_other() {
-        assert_eq!(blocks(&[2, 0, 3], 4), vec![0..8, 8..8, 8..20]);
     }
 
     #[test]

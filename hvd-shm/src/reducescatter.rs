@@ -7,6 +7,8 @@ use hvd_core::{DType, Reduction, Result, kernels};
 use crate::copy::copy;
 use crate::lockstep::{Desc, Lockstep};
 use crate::op::{Call, Op};
+use hvd_core::schedule::blocks;
+
 use crate::plan;
 
 /// Reduces `input` (blocks of `counts` elements) across the group into `output`, this
@@ -25,7 +27,7 @@ pub(crate) fn reducescatter(
         tensor,
     };
     let (rank, size, region) = (steps.rank(), steps.size(), steps.region_bytes());
-    let blocks = plan::blocks(counts, dtype.size());
+    let blocks = blocks(0, counts, dtype.size());
     let longest = blocks.iter().map(|b| b.len()).max().unwrap_or(0);
     let own = blocks[rank].clone();
     if size == 1 {

@@ -3,8 +3,9 @@
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
+use hvd_core::layer::Layer;
 use hvd_core::trace::SpanArgs;
-use hvd_core::{Collective, Device, DeviceMemory, Reduction, Result, Tensor, TensorMut, Topology};
+use hvd_core::{Collective, Device, OpKind, Operation, Result, Tensor, TensorMut};
 
 use crate::Recorder;
 
@@ -23,28 +24,17 @@ pub struct Timeline<C: Collective> {
     device_spans: OnceLock<SpanNames>,
 }
 
-/// The span names of one backend, built once rather than on every call.
-struct SpanNames {
-    allreduce: String,
-    broadcast: String,
-    allgather: String,
-    alltoall: String,
-    reducescatter: String,
-    barrier: String,
-}
+/// The span names of one backend, by operation, built once rather than on every call.
+struct SpanNames([String; OpKind::ALL.len()]);
 
 impl SpanNames {
     fn new(backend: &str) -> Self {
         let backend = backend.to_ascii_uppercase();
-        let name = |op: &str| format!("{backend}_{op}");
-        SpanNames {
-            allreduce: name("ALLREDUCE"),
-            broadcast: name("BROADCAST"),
-            allgather: name("ALLGATHER"),
-            alltoall: name("ALLTOALL"),
-            reducescatter: name("REDUCESCATTER"),
-            barrier: name("BARRIER"),
-        }
+        SpanNames(OpKind::ALL.map(|op| format!("{backend}_{}", op.name().to_ascii_uppercase())))
+    }
+
+    fn of(&self, op: OpKind) -> &str {
+        &self.0[op as usize - 1]
     }
 }
 
@@ -63,6 +53,19 @@ fn rows_of<'a>(input: &Tensor<'a>, output: &TensorMut<'a>) -> Vec<(&'a str, Span
         rows.push((output.name(), args_of_mut(output)));
     }
     rows
+}
+
+/// The rows a call is recorded on: one per tensor, and the barrier's own.
+fn rows<'c>(op: &Operation<'c, '_>) -> Vec<(&'c str, SpanArgs)> {
+    match op {
+        Operation::Allreduce { tensors, .. } | Operation::Broadcast { tensors, .. } => {
+            tensors.iter().map(|t| (t.name(), args_of_mut(t))).collect()
+        }
+        Operation::Allgather { input, output, .. }
+        | Operation::Alltoall { input, output, .. }
+        | Operation::Reducescatter { input, output, .. } => rows_of(input, output),
+        Operation::Barrier => vec![(BARRIER_ROW, SpanArgs::default())],
+    }
 }
 
 impl<C: Collective> Timeline<C> {
@@ -91,11 +94,6 @@ impl<C: Collective> Timeline<C> {
     /// The recorder this timeline (and its sub-groups) record into.
     pub fn recorder(&self) -> &Arc<Recorder> {
         &self.recorder
-    }
-
-    /// The wrapped collective.
-    pub fn inner(&self) -> &C {
-        &self.inner
     }
 
     /// Opens `span` on `rows` when recording (the rows are only built then) and returns
@@ -132,106 +130,26 @@ impl<C: Collective> fmt::Debug for Timeline<C> {
     }
 }
 
-impl<C: Collective> Collective for Timeline<C> {
-    fn topology(&self) -> &Topology {
-        self.inner.topology()
+impl<C: Collective> Layer for Timeline<C> {
+    type Inner = C;
+
+    fn inner(&self) -> &C {
+        &self.inner
     }
 
-    fn backend(&self) -> &'static str {
-        self.inner.backend()
-    }
-
-    fn supports(&self, device: Device) -> bool {
-        self.inner.supports(device)
-    }
-
-    fn fuses_batches(&self) -> bool {
-        self.inner.fuses_batches()
-    }
-
-    fn backend_on(&self, device: Device) -> &'static str {
-        self.inner.backend_on(device)
-    }
-
-    fn device_memory(&self, device: Device) -> Option<Arc<dyn DeviceMemory>> {
-        self.inner.device_memory(device)
-    }
-
-    fn allreduce(&self, tensors: &mut [TensorMut<'_>], reduction: Reduction) -> Result<()> {
-        let device = tensors.first().map_or(Device::Cpu, TensorMut::device);
-        let span = &self.spans_on(device).allreduce;
-        let open = self.begin(span, || {
-            tensors.iter().map(|t| (t.name(), args_of_mut(t))).collect()
-        });
-        let result = self.inner.allreduce(tensors, reduction);
+    fn call(&self, op: Operation<'_, '_>) -> Result<()> {
+        let device = op.first_tensor().map_or(Device::Cpu, |(device, _)| device);
+        let span = self.spans_on(device).of(op.kind());
+        let open = self.begin(span, || rows(&op));
+        let result = op.run(&self.inner);
         self.end(span, open);
         result
     }
 
-    fn broadcast(&self, tensors: &mut [TensorMut<'_>], root: usize) -> Result<()> {
-        let device = tensors.first().map_or(Device::Cpu, TensorMut::device);
-        let span = &self.spans_on(device).broadcast;
-        let open = self.begin(span, || {
-            tensors.iter().map(|t| (t.name(), args_of_mut(t))).collect()
-        });
-        let result = self.inner.broadcast(tensors, root);
-        self.end(span, open);
-        result
-    }
-
-    fn allgather(
-        &self,
-        input: &Tensor<'_>,
-        output: &mut TensorMut<'_>,
-        counts: &[usize],
-    ) -> Result<()> {
-        let span = &self.spans_on(input.device()).allgather;
-        let open = self.begin(span, || rows_of(input, output));
-        let result = self.inner.allgather(input, output, counts);
-        self.end(span, open);
-        result
-    }
-
-    fn alltoall(
-        &self,
-        input: &Tensor<'_>,
-        send_counts: &[usize],
-        output: &mut TensorMut<'_>,
-        recv_counts: &[usize],
-    ) -> Result<()> {
-        let span = &self.spans_on(input.device()).alltoall;
-        let open = self.begin(span, || rows_of(input, output));
-        let result = self.inner.alltoall(input, send_counts, output, recv_counts);
-        self.end(span, open);
-        result
-    }
-
-    fn reducescatter(
-        &self,
-        input: &Tensor<'_>,
-        output: &mut TensorMut<'_>,
-        counts: &[usize],
-        reduction: Reduction,
-    ) -> Result<()> {
-        let span = &self.spans_on(input.device()).reducescatter;
-        let open = self.begin(span, || rows_of(input, output));
-        let result = self.inner.reducescatter(input, output, counts, reduction);
-        self.end(span, open);
-        result
-    }
-
-    fn barrier(&self) -> Result<()> {
-        let span = &self.spans.barrier;
-        let open = self.begin(span, || vec![(BARRIER_ROW, SpanArgs::default())]);
-        let result = self.inner.barrier();
-        self.end(span, open);
-        result
-    }
-
-    fn split(&self, members: &[usize]) -> Result<Option<Box<dyn Collective>>> {
-        let sub = self.inner.split(members)?;
+    fn split(this: &Self, members: &[usize]) -> Result<Option<Box<dyn Collective>>> {
+        let sub = this.inner.split(members)?;
         Ok(sub
-            .map(|sub| Box::new(Timeline::new(sub, self.recorder.clone())) as Box<dyn Collective>))
+            .map(|sub| Box::new(Timeline::new(sub, this.recorder.clone())) as Box<dyn Collective>))
     }
 }
 
@@ -242,14 +160,7 @@ mod tests {
     #[test]
     fn span_names_are_the_upper_cased_backend_and_the_op() {
         let n = SpanNames::new("tcp");
-        let names = [
-            n.allreduce,
-            n.broadcast,
-            n.allgather,
-            n.alltoall,
-            n.reducescatter,
-            n.barrier,
-        ];
+        let names = OpKind::ALL.map(|op| n.of(op));
         assert_eq!(
             names,
             [

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use hvd_core::{Collective, Compression, Result};
 use hvd_runtime::{Config, Hvd, Router};
 
-use crate::{Backend, logging, transport};
+use crate::{Backend, World, logging, transport};
 
 /// Starts hvd with the configuration and job found in the environment (set by hvdrun,
 /// mpirun, Slurm or a torchrun-style launcher; with none, a job of one rank).
@@ -19,6 +19,7 @@ pub fn init() -> Result<Hvd> {
 pub struct Builder {
     config: Option<Config>,
     collective: Option<Arc<dyn Collective>>,
+    world: Option<World>,
     /// Transports for device memory, asked in this order.
     device_collectives: Vec<Arc<dyn Collective>>,
     backend: Option<Backend>,
@@ -52,6 +53,13 @@ impl Builder {
     /// in-process reference in tests) instead of connecting one.
     pub fn collective(mut self, collective: impl Collective + 'static) -> Self {
         self.collective = Some(Arc::new(collective));
+        self
+    }
+
+    /// Connects as this rank of this job instead of the one the launcher's environment
+    /// describes (an elastic round's place, or a world built by hand).
+    pub fn world(mut self, world: World) -> Self {
+        self.world = Some(world);
         self
     }
 
@@ -99,19 +107,21 @@ impl Builder {
         let transport: Arc<dyn Collective> = match self.collective {
             Some(collective) => collective,
             None => {
-                let backend = match self.backend {
-                    Some(b) => b,
-                    None => Backend::from_env()?,
+                let backend = match (self.backend, &self.world) {
+                    (Some(b), _) => b,
+                    (None, Some(world)) => Backend::for_world(world)?,
+                    (None, None) => Backend::from_env()?,
                 };
-                let host = backend.host()?;
-                let world = transport::world(host)?;
-                let transport = transport::connect(host, &world)?;
-                if let Some(device) =
-                    transport::connect_device(backend, &world, transport.topology())?
-                {
-                    devices.push(Arc::from(device));
-                }
-                Arc::from(transport)
+                let (host, device) = match self.world {
+                    Some(world) => {
+                        let host = transport::connect(backend.host(&world)?, &world)?;
+                        let device = transport::connect_device(backend, &world, host.topology())?;
+                        (host, device)
+                    }
+                    None => transport::connect_start(backend, &transport::world(backend)?)?,
+                };
+                devices.extend(device.map(Arc::from));
+                Arc::from(host)
             }
         };
         let mut router = devices

@@ -37,6 +37,8 @@
 //! - [`rendezvous`] ([`hvd_rendezvous`]): the HMAC-authenticated TCP store ranks find
 //!   each other through; the launcher (`hvdrun`, and its library `Job`) is a crate of
 //!   its own;
+//! - [`elastic`]: training that survives lost hosts and grows with new ones, under
+//!   `hvdrun --elastic`;
 //! - [`sampler::DistributedSampler`] (each rank its shard of every epoch's shuffle) and
 //!   [`metrics`] (loss and accuracy of the whole job);
 //! - `candle` (feature `candle`): Horovod's DistributedOptimizer and parameter broadcast
@@ -53,6 +55,7 @@ mod builder;
 pub mod candle;
 #[cfg(feature = "nccl")]
 pub mod device;
+pub mod elastic;
 pub mod logging;
 pub mod metrics;
 pub mod sampler;

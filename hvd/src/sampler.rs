@@ -95,19 +95,26 @@ impl DistributedSampler {
 
     /// This rank's indices for the current epoch, in the order to visit them.
     pub fn indices(&self) -> Vec<usize> {
-        let mut order: Vec<usize> = (0..self.len).collect();
-        if self.shuffle {
-            let mut rng = SplitMix64::new(self.seed.wrapping_add(self.epoch));
-            for i in (1..order.len()).rev() {
-                order.swap(i, rng.below(i as u64 + 1) as usize);
-            }
-        }
+        let order = epoch_order(self.len, self.shuffle.then_some(self.seed), self.epoch);
         let total = self.num_samples() * self.size;
         (self.rank..total)
             .step_by(self.size)
             .map(|position| order[position % self.len])
             .collect()
     }
+}
+
+/// The order in which epoch `epoch` visits `0..len`: shuffled from `seed + epoch` (the
+/// same permutation on every rank), or as it is without a seed.
+pub(crate) fn epoch_order(len: usize, seed: Option<u64>, epoch: u64) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..len).collect();
+    if let Some(seed) = seed {
+        let mut rng = SplitMix64::new(seed.wrapping_add(epoch));
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+    }
+    order
 }
 
 #[cfg(test)]

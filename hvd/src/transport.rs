@@ -12,8 +12,10 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-use hvd_core::{Collective, Error, Result};
+use hvd_core::{Collective, Error, PrefixStore, Result};
 
 use crate::World;
 use crate::witness::LossWitness;
@@ -122,10 +124,16 @@ impl FromStr for Backend {
 }
 
 impl Backend {
-    /// The backend named by `HVD_BACKEND` (alias `HOROVOD_CPU_OPERATIONS`); else MPI when
-    /// it is compiled in and an MPI launcher started this process; else the first compiled
-    /// in.
+    /// The backend for the job the launcher's environment describes: see
+    /// [`Backend::for_world`].
     pub fn from_env() -> Result<Backend> {
+        Backend::for_world(&World::from_env_without_store()?)
+    }
+
+    /// The backend named by `HVD_BACKEND` (alias `HOROVOD_CPU_OPERATIONS`); else MPI when
+    /// it is compiled in and an MPI launcher started `world`; else shared memory when
+    /// every rank of `world` is on this host; else the first compiled in.
+    pub fn for_world(world: &World) -> Result<Backend> {
         let named = hvd_core::env::parse_first::<Backend, _>(
             &["HVD_BACKEND", "HOROVOD_CPU_OPERATIONS"],
             &expected_backend(),
@@ -133,30 +141,29 @@ impl Backend {
         if let Some((_, backend)) = named {
             return Ok(backend);
         }
-        Backend::default_host()
+        Backend::default_host(world)
     }
 
-    /// The transport for host tensors: this one, or for `nccl` (a device transport) the
-    /// one the rules pick without it.
-    pub fn host(self) -> Result<Backend> {
+    /// The transport for host tensors in `world`: this one, or for `nccl` (a device
+    /// transport) the one the rules pick without it.
+    pub fn host(self, world: &World) -> Result<Backend> {
         match self {
-            Backend::Nccl => Backend::default_host(),
+            Backend::Nccl => Backend::default_host(world),
             host => Ok(host),
         }
     }
 
     /// The host transport when none is named: MPI under mpirun, shared memory on one
     /// host, else the first compiled in.
-    fn default_host() -> Result<Backend> {
+    fn default_host(world: &World) -> Result<Backend> {
         let compiled: Vec<Backend> = Backend::compiled()
             .into_iter()
             .filter(|b| *b != Backend::Nccl)
             .collect();
-        let world = World::from_env_without_store()?;
         if compiled.contains(&Backend::Mpi) && world.launched_by_mpi() {
             return Ok(Backend::Mpi);
         }
-        if compiled.contains(&Backend::Shm) && crate::world::one_host()? {
+        if compiled.contains(&Backend::Shm) && world.on_one_host()? {
             return Ok(Backend::Shm);
         }
         compiled.first().copied().ok_or_else(|| Error::Config {
@@ -177,10 +184,50 @@ pub fn world(backend: Backend) -> Result<World> {
     }
 }
 
+/// How many times this process has started the job its environment describes: a start
+/// after the first (`Hvd::shutdown`, then `hvd::init()` again, as `hvd.init()` after
+/// `hvd.shutdown()` in Python) rendezvouses under fresh store keys, so it never meets the
+/// addresses of the last one. Every rank of a job starts the same number of times, as
+/// Horovod requires.
+static STARTS: AtomicUsize = AtomicUsize::new(0);
+
+/// The transports of one start: the host one, and for `nccl` the device one beside it.
+pub(crate) type Started = (Box<dyn Collective>, Option<Box<dyn Collective>>);
+
+/// Connects this rank of the environment's job (`world`, from [`world`]) for this
+/// process's next start of it, and checks in with the launcher.
+pub(crate) fn connect_start(backend: Backend, world: &World) -> Result<Started> {
+    let start = STARTS.fetch_add(1, Ordering::Relaxed);
+    // The transports meet the others under the start's keys; what ranks tell their
+    // launcher (check-in, lost peers) stays where it reads it.
+    let fresh = match start {
+        0 => world.clone(),
+        _ => World {
+            store: Arc::new(PrefixStore::new(
+                world.store.clone(),
+                format!("restart{start}/"),
+            )),
+            ..world.clone()
+        },
+    };
+    let host = connected(connect_transport(backend.host(world)?, &fresh)?, world)?;
+    let device = device_transport(backend, &fresh, host.topology())?;
+    Ok((host, device.map(|device| witnessed(device, world))))
+}
+
 /// Connects this rank's device transport for `backend` (NCCL), over the ranks and hosts
 /// of the host transport's `topology`; `None` for a host backend.
-#[cfg_attr(not(feature = "nccl"), allow(unused_variables))]
 pub fn connect_device(
+    backend: Backend,
+    world: &World,
+    topology: &hvd_core::Topology,
+) -> Result<Option<Box<dyn Collective>>> {
+    let device = device_transport(backend, world, topology)?;
+    Ok(device.map(|device| witnessed(device, world)))
+}
+
+#[cfg_attr(not(feature = "nccl"), allow(unused_variables))]
+fn device_transport(
     backend: Backend,
     world: &World,
     topology: &hvd_core::Topology,
@@ -191,12 +238,6 @@ pub fn connect_device(
             let config = hvd_nccl::NcclConfig::from_env()?;
             let nccl =
                 hvd_nccl::NcclCollective::connect(world.store.clone(), topology.clone(), config)?;
-            if world.launcher == "hvdrun" {
-                return Ok(Some(Box::new(LossWitness::new(
-                    Box::new(nccl),
-                    world.store.clone(),
-                ))));
-            }
             Ok(Some(Box::new(nccl)))
         }
         _ => Ok(None),
@@ -205,15 +246,24 @@ pub fn connect_device(
 
 /// Connects this rank of `world` through `backend`, and checks in with the launcher.
 pub fn connect(backend: Backend, world: &World) -> Result<Box<dyn Collective>> {
-    let collective = connect_transport(backend, world)?;
+    connected(connect_transport(backend, world)?, world)
+}
+
+/// `collective`, connected, once the launcher of `world` knows.
+fn connected(collective: Box<dyn Collective>, world: &World) -> Result<Box<dyn Collective>> {
     // Every program that connects this way shows in its launcher's progress, and is not
     // taken for a rank that never started.
     world.check_in();
-    if world.launcher == "hvdrun" {
-        // hvdrun reads which peer each failed rank lost, to name the one that died.
-        return Ok(Box::new(LossWitness::new(collective, world.store.clone())));
+    Ok(witnessed(collective, world))
+}
+
+/// `collective`, which under hvdrun tells the launcher which peer it lost when it fails:
+/// hvdrun reads it to name the one that died.
+fn witnessed(collective: Box<dyn Collective>, world: &World) -> Box<dyn Collective> {
+    if world.launched_by_hvdrun() {
+        return Box::new(LossWitness::new(collective, world.store.clone()));
     }
-    Ok(collective)
+    collective
 }
 
 /// `flat` as is on one host; across hosts, unless `HVD_HIERARCHICAL_ALLREDUCE` (alias
@@ -235,7 +285,7 @@ fn hierarchical_over<C: Collective + 'static>(
         let host = topology.hosts()[topology.rank()];
         let store = hvd_core::PrefixStore::new(world.store.clone(), format!("hier/host{host}/"));
         let local = hvd_shm::ShmCollective::connect(
-            std::sync::Arc::new(store),
+            Arc::new(store),
             topology.local_rank(),
             topology.local_size(),
             hvd_shm::ShmConfig::from_env()?,
@@ -282,7 +332,7 @@ fn connect_transport(backend: Backend, world: &World) -> Result<Box<dyn Collecti
         #[cfg(feature = "rdma")]
         Backend::Rdma => {
             let mut config = hvd_rdma::RdmaConfig::from_env()?;
-            if config.provider.is_none() && !crate::world::one_host()? {
+            if config.provider.is_none() && !world.on_one_host()? {
                 config.provider = Some(provider_between_hosts()?);
             }
             let rdma = hvd_rdma::RdmaCollective::connect(

@@ -5,9 +5,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use hvd_core::{
-    Collective, Device, DeviceMemory, Reduction, Result, Store, Tensor, TensorMut, Topology,
-};
+use hvd_core::layer::Layer;
+use hvd_core::{Collective, Operation, Result, Store};
 use hvd_rendezvous::lost_key;
 
 /// What every witness of one rank shares: the store, and whether it has spoken.
@@ -72,70 +71,27 @@ impl LossWitness {
     }
 }
 
-impl Collective for LossWitness {
-    fn topology(&self) -> &Topology {
-        self.inner.topology()
+impl Layer for LossWitness {
+    type Inner = dyn Collective;
+
+    fn inner(&self) -> &(dyn Collective + 'static) {
+        self.inner.as_ref()
     }
-    fn backend(&self) -> &'static str {
-        self.inner.backend()
+
+    fn call(&self, op: Operation<'_, '_>) -> Result<()> {
+        self.witness(op.run(self.inner.as_ref()))
     }
-    fn supports(&self, device: Device) -> bool {
-        self.inner.supports(device)
-    }
-    fn backend_on(&self, device: Device) -> &'static str {
-        self.inner.backend_on(device)
-    }
-    fn fuses_batches(&self) -> bool {
-        self.inner.fuses_batches()
-    }
-    fn device_memory(&self, device: Device) -> Option<Arc<dyn DeviceMemory>> {
-        self.inner.device_memory(device)
-    }
-    fn allreduce(&self, tensors: &mut [TensorMut<'_>], reduction: Reduction) -> Result<()> {
-        self.witness(self.inner.allreduce(tensors, reduction))
-    }
-    fn broadcast(&self, tensors: &mut [TensorMut<'_>], root: usize) -> Result<()> {
-        self.witness(self.inner.broadcast(tensors, root))
-    }
-    fn allgather(
-        &self,
-        input: &Tensor<'_>,
-        output: &mut TensorMut<'_>,
-        counts: &[usize],
-    ) -> Result<()> {
-        self.witness(self.inner.allgather(input, output, counts))
-    }
-    fn alltoall(
-        &self,
-        input: &Tensor<'_>,
-        send_counts: &[usize],
-        output: &mut TensorMut<'_>,
-        recv_counts: &[usize],
-    ) -> Result<()> {
-        self.witness(self.inner.alltoall(input, send_counts, output, recv_counts))
-    }
-    fn reducescatter(
-        &self,
-        input: &Tensor<'_>,
-        output: &mut TensorMut<'_>,
-        counts: &[usize],
-        reduction: Reduction,
-    ) -> Result<()> {
-        self.witness(self.inner.reducescatter(input, output, counts, reduction))
-    }
-    fn barrier(&self) -> Result<()> {
-        self.witness(self.inner.barrier())
-    }
-    fn split(&self, members: &[usize]) -> Result<Option<Box<dyn Collective>>> {
-        let sub = self.witness(self.inner.split(members))?;
+
+    fn split(this: &Self, members: &[usize]) -> Result<Option<Box<dyn Collective>>> {
+        let sub = this.witness(this.inner.split(members))?;
         Ok(sub.map(|inner| {
             let global = members
                 .iter()
-                .filter_map(|m| self.global.get(*m).copied())
+                .filter_map(|m| this.global.get(*m).copied())
                 .collect();
             Box::new(LossWitness {
                 inner,
-                testimony: self.testimony.clone(),
+                testimony: this.testimony.clone(),
                 global,
             }) as Box<dyn Collective>
         }))

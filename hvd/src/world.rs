@@ -25,6 +25,8 @@ pub struct World {
     /// Which launcher's variables gave the rank and size.
     pub launcher: &'static str,
     pub store: Arc<dyn Store>,
+    /// How many ranks run on this host, when the launcher says.
+    pub local_size: Option<usize>,
 }
 
 impl std::fmt::Debug for World {
@@ -33,6 +35,7 @@ impl std::fmt::Debug for World {
             .field("rank", &self.rank)
             .field("size", &self.size)
             .field("launcher", &self.launcher)
+            .field("local_size", &self.local_size)
             .finish_non_exhaustive()
     }
 }
@@ -126,15 +129,13 @@ const LOCAL_SIZE: [&str; 5] = [
     "LOCAL_WORLD_SIZE",
 ];
 
-/// Whether the launcher says every rank of the job is on this host (a rank alone is).
-/// Unknown counts as no: the transports for several hosts work on one too.
-pub(crate) fn one_host() -> Result<bool> {
-    let Some((_, _, size)) = detect()? else {
-        return Ok(true);
-    };
-    if let Some((_, local)) = env::parse_first::<usize, _>(&LOCAL_SIZE, "a whole number")? {
-        return Ok(local == size);
-    }
+/// How many ranks share this host, if the launcher says.
+fn local_size() -> Result<Option<usize>> {
+    Ok(env::parse_first::<usize, _>(&LOCAL_SIZE, "a whole number")?.map(|(_, n)| n))
+}
+
+/// Whether Slurm says the job runs on one node.
+fn one_slurm_node() -> Result<bool> {
     let nodes =
         env::parse_first::<usize, _>(&["SLURM_STEP_NUM_NODES", "SLURM_NNODES"], "a whole number")?;
     Ok(nodes.is_some_and(|(_, nodes)| nodes == 1))
@@ -144,12 +145,7 @@ impl World {
     /// Reads the job from the launcher's environment; none means a job of one rank.
     pub fn from_env() -> Result<World> {
         let Some((launcher, rank, size)) = detect()? else {
-            return Ok(World {
-                rank: 0,
-                size: 1,
-                launcher: "none",
-                store: Arc::new(MemoryStore::new()),
-            });
+            return Ok(World::alone());
         };
         let store = hvd_rendezvous::store_from_env(launcher, rank, size)?;
         Ok(World {
@@ -157,19 +153,46 @@ impl World {
             size,
             launcher,
             store,
+            local_size: local_size()?,
         })
     }
 
     /// The launcher's rank and size, with an in-process store: for transports that connect
     /// through the launcher's own machinery (MPI) and need no rendezvous.
     pub fn from_env_without_store() -> Result<World> {
-        let (launcher, rank, size) = detect()?.unwrap_or(("none", 0, 1));
+        let Some((launcher, rank, size)) = detect()? else {
+            return Ok(World::alone());
+        };
         Ok(World {
             rank,
             size,
             launcher,
             store: Arc::new(MemoryStore::new()),
+            local_size: local_size()?,
         })
+    }
+
+    /// A job of one rank, started by no launcher.
+    fn alone() -> World {
+        World {
+            rank: 0,
+            size: 1,
+            launcher: "none",
+            store: Arc::new(MemoryStore::new()),
+            local_size: Some(1),
+        }
+    }
+
+    /// Whether every rank of the job is on this host, as far as the launcher says (a
+    /// rank alone is). Unknown counts as no: the transports for several hosts work on
+    /// one too.
+    pub fn on_one_host(&self) -> Result<bool> {
+        Ok(self.size == 1 || self.local_size == Some(self.size) || one_slurm_node()?)
+    }
+
+    /// True when hvdrun started this process, statically or as an elastic worker.
+    pub fn launched_by_hvdrun(&self) -> bool {
+        self.launcher.starts_with("hvdrun")
     }
 
     /// True when an MPI launcher (Open MPI's or MPICH's mpirun) started this process.

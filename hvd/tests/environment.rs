@@ -87,6 +87,12 @@ fn print_config() {
 
 #[test]
 #[ignore = "run by the other tests in a child process"]
+fn print_timeline() {
+    print_result(Config::from_env(), |c| format!("{:?}", c.timeline));
+}
+
+#[test]
+#[ignore = "run by the other tests in a child process"]
 fn print_init() {
     print_result(hvd::init(), |h| {
         format!("rank {} of {}", h.rank(), h.size())
@@ -156,6 +162,18 @@ fn configuration_takes_units_aliases_and_names_bad_values() {
     assert_eq!(
         child_with("print_config", &[("HVD_STALL_CHECK_DISABLE", "maybe")]),
         "error: invalid value \"maybe\" for HVD_STALL_CHECK_DISABLE: expected 1/true/yes/on or 0/false/no/off"
+    );
+}
+
+#[test]
+fn a_dynamic_timeline_writes_no_file_until_the_program_starts_one() {
+    assert_eq!(
+        child_with("print_timeline", &[("HOROVOD_TIMELINE", "DYNAMIC")]),
+        "None"
+    );
+    assert_eq!(
+        child_with("print_timeline", &[("HVD_TIMELINE", "trace.json")]),
+        "Some(\"trace.json\")"
     );
 }
 

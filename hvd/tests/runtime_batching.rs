@@ -6,8 +6,10 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use hvd::core::Operation;
+use hvd::core::layer::Layer;
 use hvd::core::reference::{LocalCollective, LocalGroup};
-use hvd::{Collective, Config, Device, ReduceOp, Reduction, Result, Tensor, TensorMut, Topology};
+use hvd::{Collective, Config, ReduceOp, Result};
 
 /// The reference transport, recording the number of tensors of every data allreduce
 /// (the runtime's own negotiation traffic, named `hvd.*`, is left out).
@@ -16,58 +18,26 @@ struct Recording {
     batches: Arc<Mutex<Vec<usize>>>,
 }
 
-impl Collective for Recording {
-    fn topology(&self) -> &Topology {
-        self.inner.topology()
+impl Layer for Recording {
+    type Inner = LocalCollective;
+    fn inner(&self) -> &LocalCollective {
+        &self.inner
     }
-    fn backend(&self) -> &'static str {
-        "recording"
-    }
-    fn supports(&self, device: Device) -> bool {
-        self.inner.supports(device)
-    }
-    fn allreduce(&self, tensors: &mut [TensorMut<'_>], reduction: Reduction) -> Result<()> {
-        if !tensors[0].name().starts_with("hvd.") {
+    fn call(&self, op: Operation<'_, '_>) -> Result<()> {
+        if let Operation::Allreduce { tensors, .. } = &op
+            && !tensors[0].name().starts_with("hvd.")
+        {
             self.batches.lock().unwrap().push(tensors.len());
         }
-        self.inner.allreduce(tensors, reduction)
+        op.run(&self.inner)
     }
-    fn broadcast(&self, tensors: &mut [TensorMut<'_>], root: usize) -> Result<()> {
-        self.inner.broadcast(tensors, root)
+    fn split(this: &Self, members: &[usize]) -> Result<Option<Box<dyn Collective>>> {
+        this.inner.split(members)
     }
-    fn allgather(
-        &self,
-        input: &Tensor<'_>,
-        output: &mut TensorMut<'_>,
-        counts: &[usize],
-    ) -> Result<()> {
-        self.inner.allgather(input, output, counts)
+    fn backend(_: &Self) -> &'static str {
+        "recording"
     }
-    fn alltoall(
-        &self,
-        input: &Tensor<'_>,
-        send: &[usize],
-        output: &mut TensorMut<'_>,
-        recv: &[usize],
-    ) -> Result<()> {
-        self.inner.alltoall(input, send, output, recv)
-    }
-    fn reducescatter(
-        &self,
-        input: &Tensor<'_>,
-        output: &mut TensorMut<'_>,
-        counts: &[usize],
-        r: Reduction,
-    ) -> Result<()> {
-        self.inner.reducescatter(input, output, counts, r)
-    }
-    fn barrier(&self) -> Result<()> {
-        self.inner.barrier()
-    }
-    fn split(&self, members: &[usize]) -> Result<Option<Box<dyn Collective>>> {
-        self.inner.split(members)
-    }
-    fn fuses_batches(&self) -> bool {
+    fn fuses_batches(_: &Self) -> bool {
         // Batches reach the transport as they are, so the test sees what the engine made.
         true
     }

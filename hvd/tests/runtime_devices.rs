@@ -9,11 +9,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::config;
+use hvd::core::layer::Layer;
 use hvd::core::reference::{LocalCollective, LocalGroup};
-use hvd::core::{DeviceBuffer, MemoryMut};
+use hvd::core::{DeviceBuffer, MemoryMut, Operation};
 use hvd::{
     Buffer, Collective, Compression, DType, Device, Hvd, ReduceOp, Reduction, Result, Tensor,
-    TensorMut, Topology,
+    TensorMut,
 };
 
 /// f32 elements standing in for memory of `cuda:0`: the runtime sees them through the
@@ -69,33 +70,13 @@ fn as_host<'a>(t: &'a mut TensorMut<'_>) -> TensorMut<'a> {
     }
 }
 
-impl Collective for FakeNccl {
-    fn topology(&self) -> &Topology {
-        self.inner.topology()
-    }
-    fn backend(&self) -> &'static str {
-        "fake-nccl"
-    }
-    fn supports(&self, device: Device) -> bool {
-        device == Device::Cuda(0)
-    }
-    fn allreduce(&self, tensors: &mut [TensorMut<'_>], reduction: Reduction) -> Result<()> {
-        let names = tensors.iter().map(|t| t.name().to_owned());
-        self.seen.lock().unwrap().extend(names);
-        let mut host: Vec<TensorMut> = tensors.iter_mut().map(as_host).collect();
-        self.inner.allreduce(&mut host, reduction)
-    }
-    fn broadcast(&self, tensors: &mut [TensorMut<'_>], root: usize) -> Result<()> {
-        let mut host: Vec<TensorMut> = tensors.iter_mut().map(as_host).collect();
-        self.inner.broadcast(&mut host, root)
-    }
+impl FakeNccl {
     fn allgather(
         &self,
         input: &Tensor<'_>,
         output: &mut TensorMut<'_>,
         counts: &[usize],
     ) -> Result<()> {
-        self.seen.lock().unwrap().push(input.name().to_owned());
         let hvd::core::Memory::Device(memory) = input.memory() else {
             panic!("the router sent host memory to the device transport");
         };
@@ -105,29 +86,47 @@ impl Collective for FakeNccl {
         let input = Tensor::from_bytes(input.name(), input.dtype(), vec![len], bytes)?;
         self.inner.allgather(&input, &mut as_host(output), counts)
     }
-    fn alltoall(
-        &self,
-        _: &Tensor<'_>,
-        _: &[usize],
-        _: &mut TensorMut<'_>,
-        _: &[usize],
-    ) -> Result<()> {
-        unimplemented!("not used by these tests")
+}
+
+impl Layer for FakeNccl {
+    type Inner = LocalCollective;
+    fn inner(&self) -> &LocalCollective {
+        &self.inner
     }
-    fn reducescatter(
-        &self,
-        _: &Tensor<'_>,
-        _: &mut TensorMut<'_>,
-        _: &[usize],
-        _: Reduction,
-    ) -> Result<()> {
-        unimplemented!("not used by these tests")
+    /// Allreduce, broadcast and allgather on the fake device memory; nothing else is
+    /// used by these tests.
+    fn call(&self, op: Operation<'_, '_>) -> Result<()> {
+        match op {
+            Operation::Allreduce { tensors, reduction } => {
+                let names = tensors.iter().map(|t| t.name().to_owned());
+                self.seen.lock().unwrap().extend(names);
+                let mut host: Vec<TensorMut> = tensors.iter_mut().map(as_host).collect();
+                self.inner.allreduce(&mut host, reduction)
+            }
+            Operation::Broadcast { tensors, root } => {
+                let mut host: Vec<TensorMut> = tensors.iter_mut().map(as_host).collect();
+                self.inner.broadcast(&mut host, root)
+            }
+            Operation::Allgather {
+                input,
+                output,
+                counts,
+            } => {
+                self.seen.lock().unwrap().push(input.name().to_owned());
+                self.allgather(input, output, counts)
+            }
+            Operation::Barrier => self.inner.barrier(),
+            other => unimplemented!("{} is not used by these tests", other.kind()),
+        }
     }
-    fn barrier(&self) -> Result<()> {
-        self.inner.barrier()
-    }
-    fn split(&self, _: &[usize]) -> Result<Option<Box<dyn Collective>>> {
+    fn split(_: &Self, _: &[usize]) -> Result<Option<Box<dyn Collective>>> {
         Ok(None)
+    }
+    fn backend(_: &Self) -> &'static str {
+        "fake-nccl"
+    }
+    fn supports(_: &Self, device: Device) -> bool {
+        device == Device::Cuda(0)
     }
 }
 

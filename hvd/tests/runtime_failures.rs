@@ -5,7 +5,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{config, job, job_with_sets};
-use hvd::{Config, ReduceOp};
+use hvd::core::reference::LocalGroup;
+use hvd::{Collective, Config, ReduceOp};
 
 #[test]
 fn a_tensor_one_rank_never_submits_fails_after_the_stall_shutdown_time() {
@@ -94,7 +95,7 @@ fn broadcast_while_a_rank_has_joined_is_a_clear_error() {
     });
     assert_eq!(
         results[0],
-        "rank 0: invalid broadcast of tensor 'w': rank 1 has joined; only allreduce can run while ranks have joined"
+        "rank 0: broadcast of tensor 'w' cannot run while rank 1 has joined: only allreduce can run while ranks have joined"
     );
 }
 
@@ -253,4 +254,165 @@ fn control_operations_give_up_at_their_timeout_naming_the_set() {
         "rank 0: join timed out after 100ms waiting for every member of process set 0 (ranks [0, 1, 2]) to join; it stays pending, and the stall warning (HVD_STALL_CHECK_TIME) names the ranks still missing"
     );
     assert_eq!(results[1].1, "1");
+}
+
+#[test]
+fn control_operations_that_do_not_meet_fail_at_the_stall_shutdown_time_and_leave_no_trace() {
+    let cfg = Config {
+        stall_check: Some(Duration::from_millis(100)),
+        stall_shutdown: Some(Duration::from_millis(400)),
+        ..config()
+    };
+    let started = Instant::now();
+    // Both meet again only once both failures are in.
+    let both_failed = std::sync::Barrier::new(2);
+    let results = job_with_sets(2, cfg, vec![vec![0], vec![1]], |hvd| {
+        let failed = if hvd.rank() == 0 {
+            let set = hvd.process_set(2).unwrap();
+            hvd.remove_process_set(&set).unwrap_err().to_string()
+        } else {
+            let barrier = hvd.barrier().unwrap_err().to_string();
+            let addition = hvd.add_process_set(&[0, 1]).unwrap_err().to_string();
+            format!("{barrier}\n{addition}")
+        };
+        both_failed.wait();
+        // The failed barrier and addition are gone on every rank: the next ones meet.
+        let later = hvd.barrier().and_then(|()| hvd.add_process_set(&[1]));
+        (
+            failed,
+            later
+                .map(|set| set.ranks().to_vec())
+                .map_err(|e| e.to_string()),
+        )
+    });
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    let waiting = |rank| {
+        format!("waiting for rank(s) {rank} to submit it (stall shutdown: HVD_STALL_SHUTDOWN_TIME)")
+    };
+    let remove = &results[0].0;
+    assert!(
+        remove.starts_with(
+            "rank 0: remove_process_set of tensor 'hvd.remove_process_set.2' timed out after "
+        ) && remove.ends_with(&waiting(1)),
+        "{remove}"
+    );
+    let (barrier, addition) = results[1].0.split_once('\n').unwrap();
+    assert!(
+        barrier.starts_with("rank 1: barrier of tensor 'hvd.barrier.0' timed out after ")
+            && barrier.ends_with(&waiting(0)),
+        "{barrier}"
+    );
+    assert!(
+        addition.starts_with(
+            "rank 1: add_process_set of tensor 'hvd.add_process_set.2' timed out after "
+        ) && addition.ends_with(&waiting(0)),
+        "{addition}"
+    );
+    for (_, later) in &results {
+        assert_eq!(later, &Ok(vec![1]));
+    }
+}
+
+#[test]
+fn a_join_that_fails_at_the_stall_shutdown_time_leaves_no_rank_joined() {
+    let cfg = Config {
+        stall_check: Some(Duration::from_millis(100)),
+        stall_shutdown: Some(Duration::from_millis(400)),
+        ..config()
+    };
+    // Rank 1 waits for rank 0's join to have failed: only then do both meet again.
+    let join_failed = std::sync::Barrier::new(2);
+    let results = job(2, cfg, |hvd| {
+        let failed_join = (hvd.rank() == 0).then(|| hvd.join().unwrap_err().to_string());
+        join_failed.wait();
+        let sum = hvd.allreduce("after", vec![1u8], ReduceOp::Sum);
+        (failed_join, hvd.barrier().map_err(|e| e.to_string()), sum)
+    });
+    let message = results[0].0.clone().unwrap_or_default();
+    assert!(
+        message.starts_with("rank 0: join of tensor 'hvd.join' timed out after ")
+            && message.ends_with(
+                "waiting for rank(s) 1 to submit it (stall shutdown: HVD_STALL_SHUTDOWN_TIME)"
+            ),
+        "{message}"
+    );
+    for (_, barrier, sum) in results {
+        assert_eq!(barrier, Ok(()));
+        assert_eq!(sum.unwrap(), [2], "no rank contributes zeros as if joined");
+    }
+}
+
+/// The reference transport, panicking on any allreduce of a tensor named `boom`: a bug
+/// in a transport or middleware, which the engine must not turn into a hang.
+struct PanicsOnBoom(hvd::core::reference::LocalCollective);
+
+impl hvd::core::layer::Layer for PanicsOnBoom {
+    type Inner = hvd::core::reference::LocalCollective;
+    fn inner(&self) -> &Self::Inner {
+        &self.0
+    }
+    fn call(&self, op: hvd::core::Operation<'_, '_>) -> hvd::Result<()> {
+        if let hvd::core::Operation::Allreduce { tensors, .. } = &op
+            && tensors.iter().any(|t| t.name() == "boom")
+        {
+            panic!("injected failure in the transport");
+        }
+        op.run(&self.0)
+    }
+    fn split(this: &Self, members: &[usize]) -> hvd::Result<Option<Box<dyn hvd::Collective>>> {
+        this.0.split(members)
+    }
+}
+
+#[test]
+fn a_panic_in_the_background_thread_fails_the_running_call_and_every_later_one() {
+    let group = LocalGroup::new(2).timeout(Duration::from_secs(30)).build();
+    let errors: Vec<(String, String)> = std::thread::scope(|s| {
+        let handles: Vec<_> = group
+            .into_iter()
+            .map(|collective| {
+                s.spawn(move || {
+                    let hvd = hvd::Builder::new()
+                        .collective(PanicsOnBoom(collective))
+                        .config(common::config())
+                        .build()
+                        .unwrap();
+                    hvd.allreduce("fine", vec![1.0f32], ReduceOp::Sum).unwrap();
+                    let boom = hvd
+                        .allreduce_async("boom", vec![1.0f32], ReduceOp::Sum)
+                        .unwrap();
+                    let err = boom.wait().unwrap_err().to_string();
+                    let later = hvd
+                        .allreduce("later", vec![1.0f32], ReduceOp::Sum)
+                        .unwrap_err();
+                    (err, later.to_string(), hvd.rank())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                let (boom, later, _) = h.join().unwrap();
+                (boom, later)
+            })
+            .collect()
+    });
+    // The call that was running when the thread failed is abandoned, and says so;
+    // every later call names the rank and the failure.
+    for (rank, (boom, later)) in errors.iter().enumerate() {
+        assert_eq!(
+            *boom,
+            "hvd is shut down: the operation was abandoned: hvd's background thread failed while it ran (the next call says why)"
+        );
+        assert_eq!(
+            *later,
+            format!(
+                "hvd is shut down: rank {rank}: hvd's background thread failed: injected failure in the transport"
+            )
+        );
+    }
 }

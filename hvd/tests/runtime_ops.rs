@@ -114,6 +114,65 @@ fn reducescatter_gives_the_first_ranks_one_more_row() {
 }
 
 #[test]
+fn reducescatter_scales_each_contribution_and_the_result() {
+    let results = job(2, config(), |hvd| {
+        let t = vec![hvd.rank() as f32 + 1.0; 4];
+        let reduction = Reduction::new(ReduceOp::Sum)
+            .with_prescale(0.5)
+            .with_postscale(3.0);
+        hvd.reducescatter_with_async("rs", t, reduction)
+            .unwrap()
+            .wait()
+            .unwrap()
+    });
+    // (0.5 * 1 + 0.5 * 2) * 3, two rows each.
+    assert_eq!(results, [vec![4.5f32; 2], vec![4.5; 2]]);
+}
+
+#[test]
+fn adasum_combines_the_ranks_pairwise_and_batches_with_its_neighbours() {
+    let results = job(4, config(), |hvd| {
+        let r = hvd.rank();
+        // Equal within the first pairs (equal vectors average: [2, 0] and [0, 3]), then
+        // orthogonal between them (orthogonal vectors add up: [2, 3]).
+        let mine = if r < 2 {
+            vec![2.0f64, 0.0]
+        } else {
+            vec![0.0, 3.0]
+        };
+        let single = hvd.adasum_async("single", vec![1.0f32; 3]).unwrap();
+        let out = hvd.adasum("pair", mine).unwrap();
+        (out, single.wait().unwrap())
+    });
+    for (out, single) in results {
+        assert_eq!(out, [2.0, 3.0]);
+        assert_eq!(single, [1.0; 3]);
+    }
+}
+
+#[test]
+fn adasum_refuses_integers_and_groups_that_are_not_a_power_of_two() {
+    let results = job(3, config(), |hvd| {
+        let ints = hvd
+            .adasum_async("ints", vec![1i32])
+            .unwrap_err()
+            .to_string();
+        let three = hvd
+            .adasum_async("three", vec![1.0f32])
+            .unwrap_err()
+            .to_string();
+        (ints, three)
+    });
+    assert_eq!(
+        results[1],
+        (
+            "rank 1: invalid adasum of tensor 'ints': Adasum combines floating-point tensors (f16, bf16, f32, f64), not i32".to_string(),
+            "rank 1: invalid adasum of tensor 'three': Adasum needs a power-of-two number of ranks; this group has 3".to_string()
+        )
+    );
+}
+
+#[test]
 fn bool_tensors_reduce_with_any_and_all() {
     let results = job(2, config(), |hvd| {
         let mine = Bools::from_bools(&[hvd.rank() == 0, true, false]);

@@ -23,16 +23,13 @@ use hvd_rendezvous::{CHECKIN_KEY, STORE_ADDR_VAR, StoreServer, checkin_key, lost
 const POLL: Duration = Duration::from_millis(10);
 
 /// What every rank of one run shares.
-struct Launch<'a> {
-    hosts: &'a [Host],
+pub(crate) struct Launch<'a> {
     /// Whether the ranks are on more than one host (summaries then name the host).
-    multi_host: bool,
-    /// How many hosts have ranks.
-    cross_size: usize,
-    store_addr: String,
-    secret: &'a str,
+    pub multi_host: bool,
+    pub store_addr: String,
+    pub secret: &'a str,
     /// The launcher's directory, where remote ranks start when their host has it.
-    dir: PathBuf,
+    pub dir: PathBuf,
 }
 
 /// N ranks of one command, on this host or on several.
@@ -52,10 +49,10 @@ pub struct Job {
     env: Vec<(String, String)>,
     quiet: bool,
     output: Output,
-    grace: Duration,
+    pub(crate) grace: Duration,
     start_timeout: Option<Duration>,
-    handle_interrupts: bool,
-    progress: Option<String>,
+    pub(crate) handle_interrupts: bool,
+    pub(crate) progress: Option<String>,
     hosts: Option<Vec<Host>>,
     ssh: Ssh,
     interface: Option<String>,
@@ -72,26 +69,26 @@ fn random_hex(bytes: usize) -> Result<String> {
 }
 
 /// One started rank.
-struct Rank {
-    child: Child,
+pub(crate) struct Rank {
+    pub child: Child,
     /// The host, for a job of several hosts.
-    host: Option<String>,
+    pub host: Option<String>,
     over_ssh: bool,
     /// Over ssh: the wrapper's standard input, whose closing stops the rank.
     remote_stdin: Option<ChildStdin>,
-    status: Option<ExitStatus>,
+    pub status: Option<ExitStatus>,
     readers: Vec<JoinHandle<()>>,
     tail: Tail,
 }
 
 impl Rank {
-    fn tail(&self) -> Vec<String> {
+    pub(crate) fn tail(&self) -> Vec<String> {
         let tail = self.tail.lock().unwrap_or_else(|e| e.into_inner());
         tail.iter().cloned().collect()
     }
 
     /// Whether a signal ended it (over ssh: the remote shell's 128 + N).
-    fn killed_by_signal(&self) -> bool {
+    pub(crate) fn killed_by_signal(&self) -> bool {
         use std::os::unix::process::ExitStatusExt;
         self.status.is_some_and(|s| {
             s.signal().is_some() || (self.over_ssh && matches!(s.code(), Some(129..=192)))
@@ -99,7 +96,7 @@ impl Rank {
     }
 
     /// How it ended, in words, and its exit code; None while it runs.
-    fn ended(&self) -> Option<(String, i32)> {
+    pub(crate) fn ended(&self) -> Option<(String, i32)> {
         self.status.map(|status| ended(status, self.over_ssh))
     }
 }
@@ -200,20 +197,18 @@ impl Job {
             }]
         });
         let placements = place(&hosts, self.np)?;
-        let secret = random_hex(16)?;
-        let server = StoreServer::start(self.server_address(&hosts)?, secret.as_bytes())?;
-        let launch = Launch {
-            hosts: &hosts,
-            multi_host: placements.windows(2).any(|w| w[0].host != w[1].host),
-            cross_size: placements.last().map_or(0, |p| p.host + 1),
-            store_addr: server.addr().to_string(),
-            secret: &secret,
-            dir: std::env::current_dir()
-                .map_err(|e| Error::io("reading the current directory", &e))?,
-        };
+        let (secret, server) = self.serve(&hosts)?;
+        let launch = self.launch(
+            &server,
+            &secret,
+            placements.windows(2).any(|w| w[0].host != w[1].host),
+        )?;
+        let cross_size = placements.last().map_or(0, |p| p.host + 1);
         let mut ranks = Vec::with_capacity(self.np);
         for (rank, placement) in placements.iter().enumerate() {
-            match self.spawn(rank, placement, &launch) {
+            let host = &hosts[placement.host];
+            let env = self.rank_env(rank, host, placement, cross_size);
+            match self.spawn(&rank.to_string(), host, env, &launch) {
                 Ok(r) => ranks.push(r),
                 Err(e) => {
                     stop(&mut ranks, Duration::ZERO);
@@ -226,6 +221,58 @@ impl Job {
             stop(&mut ranks, Duration::ZERO);
         }
         outcome
+    }
+
+    /// What every rank of a run started through `server` shares.
+    pub(crate) fn launch<'a>(
+        &self,
+        server: &StoreServer,
+        secret: &'a str,
+        multi_host: bool,
+    ) -> Result<Launch<'a>> {
+        Ok(Launch {
+            multi_host,
+            store_addr: server.addr().to_string(),
+            secret,
+            dir: std::env::current_dir()
+                .map_err(|e| Error::io("reading the current directory", &e))?,
+        })
+    }
+
+    /// A fresh secret and the rendezvous server of a run on `hosts`, which every rank
+    /// proves it knows.
+    pub(crate) fn serve(&self, hosts: &[Host]) -> Result<(String, StoreServer)> {
+        let secret = random_hex(16)?;
+        let server = StoreServer::start(self.server_address(hosts)?, secret.as_bytes())?;
+        Ok((secret, server))
+    }
+
+    /// The variables that place rank `rank` of a job of fixed size, under hvd's names
+    /// and Horovod's (`HOROVOD_RANK`, ...), which programs written for Horovod read.
+    fn rank_env(
+        &self,
+        rank: usize,
+        host: &Host,
+        placement: &Placement,
+        cross_size: usize,
+    ) -> Vec<(String, String)> {
+        let place = [
+            ("RANK", rank.to_string()),
+            ("SIZE", self.np.to_string()),
+            ("LOCAL_RANK", placement.local_rank.to_string()),
+            ("LOCAL_SIZE", placement.local_size.to_string()),
+            ("CROSS_RANK", placement.host.to_string()),
+            ("CROSS_SIZE", cross_size.to_string()),
+            ("HOSTNAME", host.name.clone()),
+        ];
+        ["HVD", "HOROVOD"]
+            .iter()
+            .flat_map(|prefix| {
+                place
+                    .iter()
+                    .map(move |(name, value)| (format!("{prefix}_{name}"), value.clone()))
+            })
+            .collect()
     }
 
     /// Where the rendezvous server listens: loopback for a job on this host alone,
@@ -258,20 +305,20 @@ impl Job {
         })
     }
 
-    fn spawn(&self, rank: usize, placement: &Placement, launch: &Launch) -> Result<Rank> {
-        let host = &launch.hosts[placement.host];
+    /// Starts the process labelled `label` (its rank, or an elastic worker's
+    /// `host:slot`) on `host`, with `place` (the variables that place it) on top of the
+    /// job's variables.
+    pub(crate) fn spawn(
+        &self,
+        label: &str,
+        host: &Host,
+        place: Vec<(String, String)>,
+        launch: &Launch,
+    ) -> Result<Rank> {
         let remote = !host.is_this_machine();
         let mut env = self.env.clone();
-        env.extend([
-            ("HVD_RANK".to_string(), rank.to_string()),
-            ("HVD_SIZE".into(), self.np.to_string()),
-            ("HVD_LOCAL_RANK".into(), placement.local_rank.to_string()),
-            ("HVD_LOCAL_SIZE".into(), placement.local_size.to_string()),
-            ("HVD_CROSS_RANK".into(), placement.host.to_string()),
-            ("HVD_CROSS_SIZE".into(), launch.cross_size.to_string()),
-            ("HVD_HOSTNAME".into(), host.name.clone()),
-            (STORE_ADDR_VAR.into(), launch.store_addr.clone()),
-        ]);
+        env.extend(place);
+        env.push((STORE_ADDR_VAR.into(), launch.store_addr.clone()));
         if let Some(interface) = &self.interface {
             env.push(("HVD_IFACE".into(), interface.clone()));
         }
@@ -306,9 +353,14 @@ impl Job {
         let stdout = match (&self.output, self.quiet) {
             (_, true) => None,
             (Output::Plain, false) => None,
-            _ => Some(Destination::open(&self.output, rank, Stream::Stdout, None)?),
+            _ => Some(Destination::open(
+                &self.output,
+                label,
+                Stream::Stdout,
+                None,
+            )?),
         };
-        let stderr = Destination::open(&self.output, rank, Stream::Stderr, Some(tail.clone()))?;
+        let stderr = Destination::open(&self.output, label, Stream::Stderr, Some(tail.clone()))?;
         command
             .stdout(match (&stdout, self.quiet) {
                 (_, true) => Stdio::null(),
@@ -324,7 +376,7 @@ impl Job {
         };
         let mut child = command
             .spawn()
-            .map_err(|e| Error::io(format!("starting rank {rank}: cannot run {what}"), &e))?;
+            .map_err(|e| Error::io(format!("starting rank {label}: cannot run {what}"), &e))?;
         let mut remote_stdin = child.stdin.take();
         if let Some(stdin) = &mut remote_stdin {
             // The wrapper's first line: the secret, kept out of every command line.
@@ -364,7 +416,7 @@ impl Job {
                 if let Some(name) = &self.progress {
                     eprintln!("{name}: interrupted; stopping {running} ranks");
                 }
-                stop(ranks, self.grace);
+                stop(ranks.iter_mut(), self.grace);
                 return Ok(JobOutcome::Interrupted { stopped: running });
             }
             for rank in 0..ranks.len() {
@@ -378,18 +430,14 @@ impl Job {
                 if let Some(status) = status {
                     ranks[rank].status = Some(status);
                     if !status.success() {
-                        if let Some(watch) = &checkin {
-                            watch.finish();
-                        }
+                        self.end_progress(checkin.as_mut(), store);
                         return Ok(self.failure(ranks, store, rank));
                     }
                 }
             }
             if ranks.iter().all(|r| r.status.is_some()) {
-                if let Some(watch) = &checkin {
-                    watch.finish();
-                }
-                stop(ranks, Duration::ZERO);
+                self.end_progress(checkin.as_mut(), store);
+                stop(ranks.iter_mut(), Duration::ZERO);
                 return Ok(JobOutcome::Success);
             }
             if let Some(watch) = &mut checkin {
@@ -406,7 +454,7 @@ impl Job {
                         .iter()
                         .map(|r| r.ended().map(|(text, _)| text))
                         .collect();
-                    stop(ranks, self.grace);
+                    stop(ranks.iter_mut(), self.grace);
                     let missing = (0..ranks.len())
                         .filter(|&r| !matches!(store.try_get(&checkin_key(r)), Ok(Some(_))))
                         .map(|r| MissingRank {
@@ -427,6 +475,16 @@ impl Job {
 }
 
 impl Job {
+    /// Shows the last count of ranks that checked in and ends the progress line, when a
+    /// job ends while it is still shown: a job that ends between two polls still says
+    /// how many of its ranks connected.
+    fn end_progress(&self, watch: Option<&mut CheckinWatch>, store: &MemoryStore) {
+        if let Some(watch) = watch {
+            watch.show(self.progress.as_deref(), connected(store), self.np);
+            watch.finish();
+        }
+    }
+
     /// The outcome of a job whose first failure this launcher saw on rank `first`: lets
     /// the other exits arrive, finds the root cause among them, then stops the rest.
     fn failure(&self, ranks: &mut [Rank], store: &MemoryStore, first: usize) -> JobOutcome {
@@ -450,7 +508,7 @@ impl Job {
             .enumerate()
             .filter(|(r, rank)| *r != root && rank.status.is_none())
             .count();
-        stop(ranks, self.grace);
+        stop(ranks.iter_mut(), self.grace);
         JobOutcome::Failed {
             rank: root,
             host: ranks[root].host.clone(),
@@ -551,7 +609,24 @@ impl CheckinWatch {
 /// waits for all of them and for their output to be copied. A remote rank is stopped by
 /// closing its wrapper's standard input, which does the same there; its ssh gets a
 /// second more to bring back the rank's last output and status.
-fn stop(ranks: &mut [Rank], grace: Duration) {
+pub(crate) fn stop<'r>(ranks: impl IntoIterator<Item = &'r mut Rank>, grace: Duration) {
+    stop_within(ranks, grace, Duration::from_secs(1));
+}
+
+/// Ends ranks that are already judged (a failed host's, in an elastic job) at once: no
+/// grace, and no time for a remote one's output, which a dead or cut-off host would
+/// never send.
+pub(crate) fn kill<'r>(ranks: impl IntoIterator<Item = &'r mut Rank>) {
+    stop_within(ranks, Duration::ZERO, Duration::ZERO);
+}
+
+/// [`stop`], giving remote ranks `margin` more than `grace`.
+fn stop_within<'r>(
+    ranks: impl IntoIterator<Item = &'r mut Rank>,
+    grace: Duration,
+    remote_margin: Duration,
+) {
+    let mut ranks: Vec<&mut Rank> = ranks.into_iter().collect();
     let mut remote = false;
     for rank in ranks.iter_mut().filter(|r| r.status.is_none()) {
         match rank.remote_stdin.take() {
@@ -563,7 +638,7 @@ fn stop(ranks: &mut [Rank], grace: Duration) {
         }
     }
     let margin = if remote {
-        Duration::from_secs(1)
+        remote_margin
     } else {
         Duration::ZERO
     };

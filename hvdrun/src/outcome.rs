@@ -35,6 +35,9 @@ pub enum JobOutcome {
         timeout: Duration,
         missing: Vec<MissingRank>,
     },
+    /// An elastic job could not go on: too few slots for longer than its elastic
+    /// timeout, or more resets than its limit. `reason` says which, with the numbers.
+    Elastic { reason: String },
 }
 
 /// A rank that did not check in before the start timeout.
@@ -56,7 +59,7 @@ impl JobOutcome {
             JobOutcome::Success => 0,
             JobOutcome::Failed { exit_code, .. } => *exit_code,
             JobOutcome::Interrupted { .. } => 130,
-            JobOutcome::StartTimeout { .. } => 1,
+            JobOutcome::StartTimeout { .. } | JobOutcome::Elastic { .. } => 1,
         }
     }
 }
@@ -109,6 +112,7 @@ impl std::fmt::Display for JobOutcome {
             JobOutcome::Interrupted { stopped } => {
                 write!(f, "interrupted; stopped {stopped} ranks")
             }
+            JobOutcome::Elastic { reason } => write!(f, "{reason}"),
             JobOutcome::StartTimeout { timeout, missing } => {
                 let ranks: Vec<usize> = missing.iter().map(|m| m.rank).collect();
                 let noun = if ranks.len() == 1 { "rank" } else { "ranks" };

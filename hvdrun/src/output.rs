@@ -80,16 +80,17 @@ impl Sink {
     }
 }
 
-/// Opens where `stream` of `rank` goes; for [`Output::Files`] creates the file.
-fn sink(output: &Output, rank: usize, stream: Stream) -> Result<Sink> {
+/// Opens where `stream` of the rank labelled `label` goes (its rank, or an elastic
+/// worker's `host:slot`); for [`Output::Files`] creates the file.
+fn sink(output: &Output, label: &str, stream: Stream) -> Result<Sink> {
     Ok(match output {
         Output::Plain => Sink::Terminal { stream, tag: None },
         Output::Tagged => Sink::Terminal {
             stream,
-            tag: Some(format!("[{rank}]<{}>: ", stream.name())),
+            tag: Some(format!("[{label}]<{}>: ", stream.name())),
         },
         Output::Files(dir) => {
-            let dir = dir.join(format!("rank.{rank}"));
+            let dir = dir.join(format!("rank.{label}"));
             std::fs::create_dir_all(&dir).map_err(|e| {
                 Error::io(
                     format!("creating the output directory {}", dir.display()),
@@ -114,12 +115,12 @@ pub(crate) struct Destination {
 impl Destination {
     pub(crate) fn open(
         output: &Output,
-        rank: usize,
+        label: &str,
         stream: Stream,
         tail: Option<Tail>,
     ) -> Result<Self> {
         Ok(Destination {
-            sink: sink(output, rank, stream)?,
+            sink: sink(output, label, stream)?,
             tail,
         })
     }

@@ -53,6 +53,12 @@ fn rank_body() {
             group.barrier().unwrap();
             println!("rank {} connected", group.topology().rank());
         }
+        // Checks in and leaves at once: the job ends between two polls of the launcher.
+        "check in and leave" => {
+            let backend = hvd::Backend::from_env().unwrap();
+            let world = hvd::transport::world(backend).unwrap();
+            hvd::transport::connect(backend, &world).unwrap();
+        }
         other => panic!("unknown scenario {other}"),
     }
 }
@@ -117,6 +123,56 @@ fn every_line_is_tagged_with_its_rank_and_stream() {
         sorted_lines(&out.stderr),
         ["[0]<stderr>: err 0", "[1]<stderr>: err 1"]
     );
+}
+
+#[test]
+fn each_rank_gets_its_place_under_hvds_names_and_horovods() {
+    let out = hvdrun(&[
+        "-np",
+        "2",
+        "sh",
+        "-c",
+        "echo $HOROVOD_RANK $HOROVOD_SIZE $HOROVOD_LOCAL_RANK $HOROVOD_LOCAL_SIZE \
+         $HOROVOD_CROSS_RANK $HOROVOD_CROSS_SIZE $HOROVOD_HOSTNAME; \
+         echo $HVD_RANK $HVD_SIZE $HVD_LOCAL_RANK $HVD_LOCAL_SIZE $HVD_CROSS_RANK \
+         $HVD_CROSS_SIZE $HVD_HOSTNAME",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        sorted_lines(&out.stdout),
+        [
+            "[0]<stdout>: 0 2 0 2 0 1 localhost",
+            "[0]<stdout>: 0 2 0 2 0 1 localhost",
+            "[1]<stdout>: 1 2 1 2 0 1 localhost",
+            "[1]<stdout>: 1 2 1 2 0 1 localhost"
+        ]
+    );
+}
+
+#[test]
+fn horovods_flags_reach_the_ranks_and_unknown_ones_never_run() {
+    let out = hvdrun(&[
+        "-np",
+        "1",
+        "--gloo",
+        "--fusion-threshold-mb",
+        "32",
+        "--stall-check-shutdown-time-seconds",
+        "60",
+        "sh",
+        "-c",
+        "echo $HVD_FUSION_THRESHOLD $HVD_STALL_SHUTDOWN_TIME",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "[0]<stdout>: 32MiB 60s\n");
+    let out = hvdrun(&["-np", "1", "--glo", "touch", "should-not-exist"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).starts_with("error: unexpected argument '--glo' found"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!std::path::Path::new("should-not-exist").exists());
 }
 
 #[test]
@@ -382,14 +438,31 @@ fn a_training_job_runs_under_hvdrun_and_checks_in() {
         "{stdout}"
     );
     assert!(stdout.contains("on 2 ranks"), "{stdout}");
-    // Not a terminal: the progress line is printed once the count changes.
+    // Not a terminal: the progress line is printed when the count changes, and the
+    // final count before the job ends, however quickly it ends.
     assert!(
         text(&out.stderr)
             .lines()
-            .any(|l| l.ends_with("/2 ranks connected")),
+            .any(|l| l == "hvdrun: 2/2 ranks connected"),
         "{}",
         text(&out.stderr)
     );
+}
+
+#[test]
+fn a_job_that_ends_between_two_polls_still_says_every_rank_connected() {
+    let mut args = vec!["-np", "2"];
+    let body = ranks_of("check in and leave");
+    args.extend(body.iter().map(String::as_str));
+    for trial in 0..5 {
+        let out = hvdrun(&args);
+        assert!(out.status.success(), "trial {trial}: {}", text(&out.stderr));
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.lines().any(|l| l == "hvdrun: 2/2 ranks connected"),
+            "trial {trial}: {stderr}"
+        );
+    }
 }
 
 #[test]

@@ -204,12 +204,11 @@ fn a_rank_that_dies_fails_the_others_quickly_naming_it() {
     assert!(reports[2].is_none());
 }
 
-/// Rank 2 freezes; checks what the survivors and the launcher say, over `backend` with
-/// a 2 s timeout.
-fn frozen_rank_is_named(backend: &str, timeout_var: &str) {
+/// Rank 2 freezes; checks what the survivors and the launcher say, with `vars` setting
+/// a 2 s timeout, and that the survivors fail within `within` of their last call.
+fn frozen_rank_is_named(vars: &[(&str, &str)], within: Duration) {
     for trial in 0..2 {
-        let (outcome, reports) =
-            launch_with(3, "freeze", &[("HVD_BACKEND", backend), (timeout_var, "2")]);
+        let (outcome, reports) = launch_with(3, "freeze", vars);
         for (rank, report) in reports[..2].iter().enumerate() {
             let report = report.as_ref().expect("surviving ranks report");
             let (message, millis) = report.split_once('\n').unwrap();
@@ -226,7 +225,7 @@ fn frozen_rank_is_named(backend: &str, timeout_var: &str) {
                 "trial {trial}: {message}"
             );
             assert!(
-                millis.parse::<u64>().unwrap() < 8000,
+                u128::from(millis.parse::<u64>().unwrap()) < within.as_millis(),
                 "trial {trial}: {report}"
             );
         }
@@ -252,10 +251,19 @@ fn frozen_rank_is_named(backend: &str, timeout_var: &str) {
 
 #[test]
 fn a_frozen_rank_is_named_by_every_survivor_and_the_launcher_over_tcp() {
-    frozen_rank_is_named("tcp", "HVD_TCP_TIMEOUT");
+    let vars = [("HVD_BACKEND", "tcp"), ("HVD_TCP_TIMEOUT", "2")];
+    frozen_rank_is_named(&vars, Duration::from_secs(8));
 }
 
 #[test]
 fn a_frozen_rank_is_named_by_every_survivor_and_the_launcher_over_shm() {
-    frozen_rank_is_named("shm", "HVD_SHM_TIMEOUT");
+    let vars = [("HVD_BACKEND", "shm"), ("HVD_SHM_TIMEOUT", "2")];
+    frozen_rank_is_named(&vars, Duration::from_secs(8));
+}
+
+/// The job-wide timeout governs the default transport (shared memory on one host):
+/// the frozen rank is named within it and a second.
+#[test]
+fn a_frozen_rank_is_named_within_the_job_timeout_over_the_default_transport() {
+    frozen_rank_is_named(&[("HVD_TIMEOUT", "2")], Duration::from_secs(3));
 }

@@ -7,7 +7,7 @@
 
 use std::process::Command;
 
-use crate::bench_peers::{
+use crate::measure::{
     Series, add, fmt_us, hvd_rows, median, mpi_rows, mpirun, options, run_capture,
 };
 use crate::workspace_root;

@@ -7,114 +7,18 @@
 //! prints each median and hvd's speed-up (the peer's time over hvd's). Missing peers are
 //! skipped with the command that installs them. With libfabric installed, a second
 //! table puts hvd's RDMA transport beside them ([`crate::bench_fabric`]).
+//!
+//! `--json FILE` also writes every median as a JSON line (collective, rank count, bytes,
+//! implementation, median µs, repeats), which `hvd-bench plot` draws.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::measure::{
+    JsonLines, Series, add, fmt_us, hvd_rows, median, mpi_rows, mpirun, options, run_capture,
+    speedup,
+};
 use crate::workspace_root;
-
-/// Median time in microseconds per message size, for one implementation.
-pub(crate) type Series = BTreeMap<usize, Vec<f64>>;
-
-pub(crate) struct Options {
-    pub nps: Vec<usize>,
-    pub sizes: Vec<usize>,
-    pub repeats: usize,
-    pub peers: PathBuf,
-}
-
-fn parse_size(text: &str) -> Result<usize, String> {
-    let (digits, unit) = text.split_at(
-        text.find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(text.len()),
-    );
-    let n: usize = digits.parse().map_err(|_| format!("bad size '{text}'"))?;
-    let unit = match unit.to_ascii_uppercase().as_str() {
-        "" => 1,
-        "K" => 1 << 10,
-        "M" => 1 << 20,
-        "G" => 1 << 30,
-        _ => return Err(format!("bad size '{text}' (use 4K, 1M, 256M)")),
-    };
-    Ok(n * unit)
-}
-
-pub(crate) fn options(args: &[String]) -> Result<Options, String> {
-    let mut o = Options {
-        nps: vec![2, 4],
-        sizes: [4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20, 256 << 20].to_vec(),
-        repeats: 3,
-        peers: workspace_root().join("../shared/peers"),
-    };
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--np" => {
-                o.nps = value()?
-                    .split(',')
-                    .map(|n| n.parse().map_err(|_| format!("bad --np '{n}'")))
-                    .collect::<Result<_, _>>()?
-            }
-            "--sizes" => {
-                o.sizes = value()?
-                    .split(',')
-                    .map(parse_size)
-                    .collect::<Result<_, _>>()?
-            }
-            "--repeats" => o.repeats = value()?.parse().map_err(|_| "bad --repeats".to_string())?,
-            "--peers" => o.peers = PathBuf::from(value()?),
-            other => {
-                return Err(format!(
-                    "unknown option '{other}' (--np 2,4 --sizes 4K,1M --repeats 3 --peers DIR)"
-                ));
-            }
-        }
-    }
-    Ok(o)
-}
-
-pub(crate) fn run_capture(cmd: &mut Command) -> Result<String, String> {
-    let out = cmd
-        .output()
-        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{cmd:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// `(bytes, median µs)` of every `RES` line of the MPI peers' output.
-pub(crate) fn mpi_rows(stdout: &str, bytes_col: usize, time_col: usize) -> Vec<(usize, f64)> {
-    stdout
-        .lines()
-        .filter(|l| l.starts_with("RES "))
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            Some((
-                f.get(bytes_col)?.parse().ok()?,
-                f.get(time_col)?.parse().ok()?,
-            ))
-        })
-        .collect()
-}
-
-/// `(bytes, median µs)` of hvd-bench's JSON lines.
-pub(crate) fn hvd_rows(stdout: &str) -> Vec<(usize, f64)> {
-    let field = |line: &str, key: &str| -> Option<f64> {
-        let start = line.find(&format!("\"{key}\":"))? + key.len() + 3;
-        let rest = &line[start..];
-        rest[..rest.find([',', '}'])?].parse().ok()
-    };
-    stdout
-        .lines()
-        .filter_map(|l| Some((field(l, "bytes")? as usize, field(l, "time_us_median")?)))
-        .collect()
-}
 
 /// `(bytes, median µs)` of the Gloo peer's `RES` lines (`sync_med=...us`).
 fn gloo_rows(stdout: &str) -> Vec<(usize, f64)> {
@@ -129,23 +33,12 @@ fn gloo_rows(stdout: &str) -> Vec<(usize, f64)> {
         .collect()
 }
 
-pub(crate) fn add(series: &mut Series, rows: Vec<(usize, f64)>) {
-    for (bytes, us) in rows {
-        series.entry(bytes).or_default().push(us);
-    }
-}
-
-pub(crate) fn median(values: &[f64]) -> Option<f64> {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied()
-}
-
 struct Peers {
     mpirun: bool,
     allreduce: Option<PathBuf>,
     collectives: Option<PathBuf>,
-    gloo: Option<PathBuf>,
+    /// The Python that has torch (the tests' environment first), and the Gloo script.
+    gloo: Option<(PathBuf, PathBuf)>,
 }
 
 fn compile_peers(root: &Path, peers: &Path) -> Peers {
@@ -176,62 +69,47 @@ fn compile_peers(root: &Path, peers: &Path) -> Peers {
             )
         })
         .flatten();
-    let torch = Command::new("python3")
-        .args(["-c", "import torch"])
-        .output()
-        .is_ok_and(|o| o.status.success());
+    let has_torch = |python: &Path| {
+        Command::new(python)
+            .args(["-c", "import torch"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let python = [crate::python::venv().join("bin/python"), "python3".into()]
+        .into_iter()
+        .find(|python| has_torch(python));
     let gloo = peers.join("torch_gloo_bench.py");
     Peers {
         mpirun,
         allreduce,
         collectives,
-        gloo: (torch && gloo.exists()).then_some(gloo),
+        gloo: python
+            .filter(|_| gloo.exists())
+            .map(|python| (python, gloo)),
     }
 }
 
-pub(crate) fn mpirun(np: usize, btl: &str) -> Command {
-    let mut cmd = Command::new("mpirun");
-    cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .args([
-            "--oversubscribe",
-            "--mca",
-            "pml",
-            "ob1",
-            "--mca",
-            "btl",
-            btl,
-            "-np",
-            &np.to_string(),
-        ]);
-    if btl.starts_with("tcp") {
-        cmd.args(["--mca", "btl_tcp_if_include", "lo"]);
+/// Takes `--json FILE`, bench-peers' own option, out of `args`; the rest are the options
+/// it shares with the other benchmarks.
+fn json_option(args: &[String]) -> Result<(Option<PathBuf>, Vec<String>), String> {
+    let mut json = None;
+    let mut rest = Vec::new();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        if arg == "--json" {
+            let path = it.next().ok_or("--json needs a file to write")?;
+            json = Some(PathBuf::from(path));
+        } else {
+            rest.push(arg.clone());
+        }
     }
-    cmd
-}
-
-pub(crate) fn fmt_us(us: Option<f64>) -> String {
-    us.map_or_else(
-        || "-".into(),
-        |us| {
-            if us >= 1000.0 {
-                format!("{:.2} ms", us / 1e3)
-            } else {
-                format!("{us:.1} us")
-            }
-        },
-    )
-}
-
-pub(crate) fn speedup(peer: Option<f64>, hvd: Option<f64>) -> String {
-    match (peer, hvd) {
-        (Some(p), Some(h)) => format!("{:.2}x", p / h),
-        _ => "-".into(),
-    }
+    Ok((json, rest))
 }
 
 pub fn run(args: &[String]) -> Result<(), String> {
-    let o = options(args)?;
+    let (json, args) = json_option(args)?;
+    let o = options(&args)?;
+    let mut json = json.as_deref().map(JsonLines::create).transpose()?;
     let root = workspace_root();
     let fabric = crate::bench_fabric::available();
     let mut build = Command::new("cargo");
@@ -255,7 +133,11 @@ pub fn run(args: &[String]) -> Result<(), String> {
         );
     }
     if peers.gloo.is_none() {
-        println!("bench-peers: skipping torch.distributed Gloo (install: pip install torch numpy)");
+        println!(
+            "bench-peers: skipping torch.distributed Gloo: no Python with torch in {} or on PATH (install: {})",
+            crate::python::venv().display(),
+            crate::python::install_hint(&crate::python::venv())
+        );
     }
     let sizes: Vec<String> = o.sizes.iter().map(|s| s.to_string()).collect();
     let size_list = o
@@ -304,9 +186,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
                     ),
                 );
             }
-            if let Some(script) = &peers.gloo {
+            if let Some((python, script)) = &peers.gloo {
                 let out = run_capture(
-                    Command::new("python3")
+                    Command::new(python)
                         .arg(script)
                         .args(["--world", &np.to_string(), "--no-fusion", "--sizes"])
                         .args(&sizes),
@@ -337,6 +219,17 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 speedup(m(&gloo), h)
             );
         }
+        if let Some(json) = &mut json {
+            for (implementation, series) in [
+                ("hvd tcp", &hvd),
+                ("hvd shm", &hvd_shm),
+                ("Open MPI TCP", &tcp),
+                ("Open MPI shared memory", &shm),
+                ("torch Gloo", &gloo),
+            ] {
+                json.write("allreduce", np, implementation, series)?;
+            }
+        }
         if fabric {
             crate::bench_fabric::table(
                 &bench,
@@ -345,6 +238,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 o.repeats,
                 peers.allreduce.as_deref().filter(|_| peers.mpirun),
                 (&hvd, &hvd_shm),
+                json.as_mut(),
             )?;
         }
         let big = 64usize << 20;
@@ -379,7 +273,46 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 fmt_us(median(&p)),
                 speedup(median(&p), median(&h))
             );
+            if let Some(json) = &mut json {
+                json.write(op, np, "hvd tcp", &Series::from([(big, h)]))?;
+                json.write(op, np, "Open MPI TCP", &Series::from([(big, p)]))?;
+            }
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(args: &[&str]) -> Vec<String> {
+        args.iter().map(|a| a.to_string()).collect()
+    }
+
+    #[test]
+    fn json_is_taken_out_of_the_shared_options() {
+        assert_eq!(
+            json_option(&strings(&[
+                "--np",
+                "2",
+                "--json",
+                "peers.jsonl",
+                "--repeats",
+                "1"
+            ])),
+            Ok((
+                Some(PathBuf::from("peers.jsonl")),
+                strings(&["--np", "2", "--repeats", "1"])
+            ))
+        );
+        assert_eq!(
+            json_option(&strings(&["--np", "2"])),
+            Ok((None, strings(&["--np", "2"])))
+        );
+        assert_eq!(
+            json_option(&strings(&["--json"])),
+            Err("--json needs a file to write".to_string())
+        );
+    }
 }

@@ -14,7 +14,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Command;
 
-use crate::bench_peers::median;
+use crate::measure::median;
 use crate::{python, workspace_root};
 
 struct Options {

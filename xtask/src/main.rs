@@ -12,6 +12,7 @@
 //! - `scaling`: hvd-bench across the simulated cluster, for the scaling model.
 //! - `fuzz`: every fuzz target of `fuzz/` for a few seconds each (CI), or longer.
 //! - `gpu-check`: the checks that need a real GPU, as a bundle to copy to one.
+//! - `horovod-tests`: Horovod's own PyTorch test suite and examples against `hvd.torch`.
 
 mod backends;
 mod bench_fabric;
@@ -22,7 +23,9 @@ mod cluster;
 mod cuda_headers;
 mod fuzz;
 mod gpu_check;
+mod horovod_tests;
 mod interrupt;
+mod measure;
 mod python;
 mod requirements;
 mod scaling;
@@ -46,9 +49,10 @@ commands:
       across it, and tear it down (also after Ctrl-C). Then build the hvd wheel and run
       its pytest jobs in $HVD_VENV (default ~/.cache/hvd-venv), making that environment
       first when it is missing (torch, numpy, maturin, pytest from PyPI: ~3 GB).
-  bench-peers [--np 2,4] [--sizes 4K,1M,256M] [--repeats 3] [--peers DIR]
+  bench-peers [--np 2,4] [--sizes 4K,1M,256M] [--repeats 3] [--peers DIR] [--json FILE]
       Run hvd-bench next to Open MPI (TCP and shared memory) and Gloo in one run and
-      print the medians and hvd's speed-ups.
+      print the medians and hvd's speed-ups; --json also writes every median as JSON
+      lines, which `hvd-bench plot --input FILE --output FIGURE.svg` draws.
   bench-torch [--models mlp,cnn] [--np 2] [--epochs 2] [--repeats 3] [--peers DIR]
       Build the hvd wheel into $HVD_VENV and train the same job with hvd.torch (under
       hvdrun) and with DistributedDataParallel over Gloo, alternately; print the median
@@ -70,7 +74,14 @@ commands:
       PASS/FAIL line per check and the timing ratios.
   fuzz [--seconds 12 | --runs N]
       Run every fuzz target (needs cargo-fuzz) from its kept corpus: every decoder of
-      bytes another process sends.";
+      bytes another process sends.
+  horovod-tests [--suite DIR] [--parts whole,iso,examples] [--only 'test_a test_b']
+      Build the hvd wheel into $HVD_VENV and run Horovod's own PyTorch test suite and
+      two of its examples with it (the suite's run.sh, 2 ranks: the whole file in one
+      job, each test in a job of its own, the examples); fail on any test that is not
+      passed, or skipped or failed for a listed reason (a GPU, Horovod's own skips,
+      torch's Muon in the optimizer sweeps). The suite is ../shared/horovod-tests beside
+      the repository unless --suite or HVD_HOROVOD_TESTS says otherwise.";
 
 /// The workspace's root directory (xtask lives one level below it).
 pub(crate) fn workspace_root() -> std::path::PathBuf {
@@ -90,6 +101,7 @@ fn main() -> ExitCode {
         Some("scaling") => scaling::run(&args[1..]),
         Some("fuzz") => fuzz::run(&args[1..]),
         Some("gpu-check") => gpu_check::run(&args[1..]),
+        Some("horovod-tests") => horovod_tests::run(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             Ok(())

@@ -219,6 +219,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         println!("test-cluster: skipping the GPU double's ABI check: {why}");
     }
 
+    let python_env = PythonEnv::prepare(&root);
     let one_host = if options.cluster_only {
         Run {
             passed: true,
@@ -238,16 +239,14 @@ pub fn run(args: &[String]) -> Result<(), String> {
         run_tests(&mut command)?
     };
     let cluster = if ran.contains(&"tcp") {
-        cluster_tests(&root, &features, &options)
+        cluster_tests(&root, &features, &options, &python_env)
     } else {
         ClusterTests::Skipped("the TCP transport, which crosses hosts, is not built".into())
     };
     let python = if options.cluster_only {
-        Err(PythonTests::Skipped(
-            "the Python front's tests (--cluster-only)".into(),
-        ))
+        Ok(())
     } else {
-        python_tests(&root)
+        python_env.test(&root)
     };
 
     println!("test-cluster: transports tested: {}", ran.join(", "));
@@ -296,10 +295,11 @@ pub fn run(args: &[String]) -> Result<(), String> {
         }
         ClusterTests::Failed(why) => failures.push(why),
     }
-    match python {
-        Err(PythonTests::Skipped(line)) => println!("test-cluster: skipped {line}"),
-        Err(PythonTests::Failed(e)) => failures.push(e),
-        Ok(()) => {}
+    if let PythonEnv::Skipped(line) = &python_env {
+        println!("test-cluster: skipped {line}");
+    }
+    if let Err(e) = python {
+        failures.push(e);
     }
     if failures.is_empty() {
         Ok(())
@@ -314,9 +314,15 @@ enum ClusterTests {
     Failed(String),
 }
 
-/// Builds the simulated cluster, runs the tests of `hvdrun/tests/cluster.rs` across it
-/// one at a time (some cut its links), and tears it down, also after Ctrl-C.
-fn cluster_tests(root: &Path, features: &[String], options: &Options) -> ClusterTests {
+/// Builds the simulated cluster, runs the tests of `hvdrun/tests/cluster.rs` and
+/// `hvdrun/tests/elastic_cluster.rs` across it one at a time (some cut its links), and
+/// tears it down, also after Ctrl-C.
+fn cluster_tests(
+    root: &Path,
+    features: &[String],
+    options: &Options,
+    python: &PythonEnv,
+) -> ClusterTests {
     if let Some(why) = cluster::unavailable() {
         return ClusterTests::Skipped(why);
     }
@@ -343,7 +349,10 @@ fn cluster_tests(root: &Path, features: &[String], options: &Options) -> Cluster
             "--test-threads",
             "1",
         ]);
-        command.args(["-E", "binary(=cluster) & not test(/_rank$/)"]);
+        command.args([
+            "-E",
+            "(binary(=cluster) | binary(=elastic_cluster)) & not test(/_rank$/)",
+        ]);
         if let Some(filter) = &options.filter {
             command.arg(filter);
         }
@@ -355,14 +364,33 @@ fn cluster_tests(root: &Path, features: &[String], options: &Options) -> Cluster
             .cloned()
             .collect();
         command = test_command(root, &own);
-        command.args(["-p", "hvdrun", "--test", "cluster"]);
+        command.args([
+            "-p",
+            "hvdrun",
+            "--test",
+            "cluster",
+            "--test",
+            "elastic_cluster",
+        ]);
         command.args(["--", "--ignored", "--skip", "_rank", "--test-threads=1"]);
         if let Some(filter) = &options.filter {
             command.arg(filter);
         }
     }
     command.env("HVD_TEST_CLUSTER", &cluster.description);
-    let run = run_tests(&mut command);
+    let run = run_tests(&mut command).map(|mut run| {
+        // Python's elastic scenarios, on the same hosts (their `cluster` parameter).
+        if let PythonEnv::Ready(installed) = python {
+            println!("test-cluster: the Python front's elastic scenarios on the cluster");
+            let tests = ["hvd-python/tests/test_elastic.py", "-k", "cluster"];
+            let env = [("HVD_TEST_CLUSTER", cluster.description.as_path())];
+            if let Err(why) = installed.pytest(root, &tests, &env) {
+                run.verdicts.push(why);
+                run.passed = false;
+            }
+        }
+        run
+    });
     drop(cluster);
     if interrupt::interrupted() {
         return ClusterTests::Failed("interrupted; the simulated cluster was removed".into());
@@ -373,29 +401,48 @@ fn cluster_tests(root: &Path, features: &[String], options: &Options) -> Cluster
     }
 }
 
-enum PythonTests {
+/// The Python environment the Python tests run in, or why they cannot.
+enum PythonEnv {
+    Ready(python::Installed),
     Skipped(String),
     Failed(String),
 }
 
-/// The Python front's pytest jobs, in their environment, made first when it is missing.
-/// When it cannot be made, under CI that is a failure, as for the system tools.
-fn python_tests(root: &std::path::Path) -> Result<(), PythonTests> {
-    let venv = python::venv();
-    if let Err(why) = python::ready(&venv).or_else(|_| python::make(&venv)) {
-        let line = format!(
-            "the Python front's tests (hvd-python): {why} (install: {})",
-            python::install_hint(&venv)
-        );
-        if std::env::var_os("CI").is_some() {
-            return Err(PythonTests::Failed(line));
+impl PythonEnv {
+    /// The environment, made first when it is missing, with this tree's wheel. When it
+    /// cannot be made, under CI that is a failure, as for the system tools.
+    fn prepare(root: &Path) -> PythonEnv {
+        let venv = python::venv();
+        if let Err(why) = python::ready(&venv).or_else(|_| python::make(&venv)) {
+            let line = format!(
+                "the Python front's tests (hvd-python): {why} (install: {})",
+                python::install_hint(&venv)
+            );
+            if std::env::var_os("CI").is_some() {
+                return PythonEnv::Failed(line);
+            }
+            println!("test-cluster: skipping {line}");
+            return PythonEnv::Skipped(line);
         }
-        println!("test-cluster: skipping {line}");
-        return Err(PythonTests::Skipped(line));
+        match python::Installed::new(root, &venv) {
+            Ok(installed) => PythonEnv::Ready(installed),
+            Err(why) => PythonEnv::Failed(why),
+        }
     }
-    println!(
-        "test-cluster: the Python front's tests, in {}",
-        venv.display()
-    );
-    python::test(root, &venv).map_err(PythonTests::Failed)
+
+    /// The Python front's pytest jobs on this host (the simulated cluster's are run by
+    /// `cluster_tests`).
+    fn test(&self, root: &Path) -> Result<(), String> {
+        match self {
+            PythonEnv::Ready(installed) => {
+                println!(
+                    "test-cluster: the Python front's tests, in {}",
+                    installed.venv.display()
+                );
+                installed.pytest(root, &["hvd-python/tests"], &[])
+            }
+            PythonEnv::Skipped(_) => Ok(()),
+            PythonEnv::Failed(why) => Err(why.clone()),
+        }
+    }
 }

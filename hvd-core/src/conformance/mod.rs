@@ -16,8 +16,9 @@
 //! by the rank count, up to [`Options::max_bytes`] (64 MiB by default); batches of mixed
 //! dtypes; prescale and postscale; allgather with zero-length contributions; alltoall with
 //! uneven and zero splits; reducescatter with uneven blocks; broadcast from every root;
-//! sub-groups; [`Options::repeats`] small allreduces in a row; and the error a bad call
-//! must give. Values are small integers so that every sum and product is exact in every
+//! sub-groups; [`Options::repeats`] small allreduces in a row; Adasum
+//! ([`crate::adasum`], built on alltoall and allreduce); and the error a bad call must
+//! give. Values are small integers so that every sum and product is exact in every
 //! dtype (f16 and bf16 included); only division and scaling are compared with a
 //! tolerance ([`values::tolerance`]).
 //!

@@ -42,12 +42,14 @@ impl Kernels for bf16 {
         lanes::reduce_via(op, acc, src, to_f32, from_f32);
     }
 
-    /// Multiplied in f64, rounded to f32, then to bf16: every step is correctly
-    /// rounded in software, so every CPU gets the same bits (see `scalar.rs`).
+    /// Multiplied in f32 by the factor rounded to f32, then rounded to bf16: every step
+    /// is correctly rounded in software, so every CPU gets the same bits (see
+    /// `scalar.rs`).
     #[inline(always)]
     fn scale(data: &mut [bf16], factor: f64) {
+        let factor = factor as f32;
         for x in data {
-            *x = from_f32((f64::from(to_f32(*x)) * factor) as f32);
+            *x = from_f32(to_f32(*x) * factor);
         }
     }
 

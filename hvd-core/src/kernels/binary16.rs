@@ -25,17 +25,18 @@ impl Kernels for f16 {
         reduce_chunked(op, acc, src);
     }
 
-    /// Multiplied in f64, rounded to f32, then to f16, as the reference defines it. The
-    /// f32 -> f16 step is correctly rounded both in F16C and in software, so every CPU
-    /// gets the same bits.
+    /// Multiplied in f32 by the factor rounded to f32, then rounded to f16, as the
+    /// reference defines it. The f32 -> f16 step is correctly rounded both in F16C and in
+    /// software, so every CPU gets the same bits.
     #[inline(always)]
     fn scale(data: &mut [f16], factor: f64) {
+        let factor = factor as f32;
         let mut x = [0.0f32; CHUNK];
         for data in data.chunks_mut(CHUNK) {
             let x = &mut x[..data.len()];
             data.convert_to_f32_slice(x);
             for v in x.iter_mut() {
-                *v = (f64::from(*v) * factor) as f32;
+                *v *= factor;
             }
             data.convert_from_f32_slice(x);
         }

@@ -152,9 +152,10 @@ macro_rules! float_lane {
                     || other.is_nan();
                 if keep { self } else { other }
             }
+            /// In the float's own precision, the factor rounded to it once.
             #[inline(always)]
             fn scale(self, factor: f64) -> Self {
-                (self as f64 * factor) as $t
+                self * factor as $t
             }
             #[inline(always)]
             fn divide_all(data: &mut [Self], ranks: usize) {

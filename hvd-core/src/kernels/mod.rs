@@ -35,8 +35,9 @@ pub fn reduce_into(dtype: DType, op: ReduceOp, acc: &mut [u8], src: &[u8]) {
     Isa::best().reduce_into(dtype, op.combining_op(), acc, src);
 }
 
-/// Multiplies every element by `factor` (integers through `f64`, truncated toward zero,
-/// saturating). A factor of exactly 1.0 is a no-op.
+/// Multiplies every element by `factor`: f64 in f64, f32 in f32 (the factor rounded to
+/// f32), f16 and bf16 in f32, integers through `f64`, truncated toward zero, saturating.
+/// A factor of exactly 1.0 is a no-op.
 pub fn scale(dtype: DType, data: &mut [u8], factor: f64) {
     if factor != 1.0 {
         Isa::best().scale(dtype, data, factor);

@@ -73,22 +73,11 @@ fn describe(tensors: impl Iterator<Item = (DType, usize)>) -> String {
 }
 
 fn host<'t>(rank: usize, op: &'static str, t: &'t Tensor<'_>) -> Result<&'t [u8]> {
-    t.host().ok_or_else(|| Error::Unsupported {
-        backend: "local",
-        what: format!(
-            "{} memory (rank {rank}, {op} of '{}')",
-            t.device(),
-            t.name()
-        ),
-    })
+    t.host_for("local", rank, op)
 }
 
 fn host_mut<'t>(rank: usize, op: &'static str, t: &'t mut TensorMut<'_>) -> Result<&'t mut [u8]> {
-    let (device, name) = (t.device(), t.name());
-    t.host_mut().ok_or_else(|| Error::Unsupported {
-        backend: "local",
-        what: format!("{device} memory (rank {rank}, {op} of '{name}')"),
-    })
+    t.host_mut_for("local", rank, op)
 }
 
 fn reduction_words(r: Reduction) -> String {

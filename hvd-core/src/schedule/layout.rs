@@ -245,6 +245,20 @@ impl<'a> Layout<'a> {
     }
 }
 
+/// Byte ranges of per-rank blocks of `counts` elements of `element` bytes, back to back
+/// from `start`: where each rank's part of an allgather, alltoall or reducescatter lies.
+pub fn blocks(start: usize, counts: &[usize], element: usize) -> Vec<Range<usize>> {
+    let mut at = start;
+    counts
+        .iter()
+        .map(|count| {
+            let block = at..at + count * element;
+            at = block.end;
+            block
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -300,5 +314,11 @@ mod tests {
         assert!(layout.write(0, &[7, 7]).is_ok());
         assert!(layout.write(1, &[7, 7]).is_err());
         assert!(layout.scatter(2..4).is_err());
+    }
+
+    #[test]
+    fn blocks_follow_each_other() {
+        assert_eq!(blocks(0, &[2, 0, 3], 4), vec![0..8, 8..8, 8..20]);
+        assert_eq!(blocks(100, &[1, 1], 2), vec![100..102, 102..104]);
     }
 }

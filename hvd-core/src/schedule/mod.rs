@@ -24,7 +24,7 @@ mod ring;
 use std::io;
 use std::ops::Range;
 
-pub use layout::{Layout, MAX_IOV};
+pub use layout::{Layout, MAX_IOV, blocks};
 pub use phases::{Phase, Phases, Then};
 pub use ring::Ring;
 

@@ -13,7 +13,7 @@ use mio::net::TcpStream;
 
 use super::BURST;
 use super::outgoing::Progress;
-use crate::frame::{Abort, HEADER_LEN, Header, Kind, Unexpected};
+use crate::frame::{Abort, HEADER_LEN, Header, Kind, Unexpected, read_abort};
 use hvd_core::schedule::{Action, Layout, Recv};
 
 /// Payloads up to this size are staged, so that header and payload arrive in one read.
@@ -196,8 +196,7 @@ impl Incoming {
         if let Some(abort) = &self.abort {
             return match abort.got == abort.bytes.len() {
                 true => {
-                    Err(Abort::decode(&abort.bytes)
-                        .map_or_else(Failure::Unexpected, Failure::Aborted))
+                    Err(read_abort(&abort.bytes).map_or_else(Failure::Unexpected, Failure::Aborted))
                 }
                 false => Ok(()),
             };

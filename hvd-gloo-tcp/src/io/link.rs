@@ -11,7 +11,7 @@ use socket2::SockRef;
 use super::incoming::Incoming;
 use super::outgoing::Outgoing;
 use crate::fault::Call;
-use crate::frame::{Abort, HEADER_LEN, Header, Kind, MAX_ABORT_LEN};
+use crate::frame::{Abort, HEADER_LEN, Header, Kind, MAX_ABORT_LEN, read_abort};
 use hvd_core::schedule::{Layout, Recv};
 
 /// A connection to one peer.
@@ -111,7 +111,7 @@ impl Link {
         if (&self.stream).read_exact(&mut buf[..total]).is_err() {
             return Waiting::Closed;
         }
-        match Abort::decode(&buf[HEADER_LEN..total]) {
+        match read_abort(&buf[HEADER_LEN..total]) {
             Ok(abort) => Waiting::Abort(abort),
             Err(garbage) => Waiting::Garbage(garbage),
         }

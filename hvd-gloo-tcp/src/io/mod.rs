@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use mio::{Events, Interest, Poll, Token};
 
 use crate::fault::{Call, Fault};
+use crate::frame::abort_frame;
 use hvd_core::schedule::{Data, Done, Layout, Schedule};
 use incoming::{Buffers, Failure};
 pub(crate) use link::Link;
@@ -313,7 +314,7 @@ impl EventLoop {
     /// Tells every peer, as far as it can within a short grace period, that this rank's
     /// call failed and why, then shuts the connections down for sending.
     pub(crate) fn abort(&mut self, fault: &Fault, call: &Call<'_>, layout: &Layout<'_>) {
-        let frame = fault.abort().encode(call.op, call.seq);
+        let frame = abort_frame(&fault.abort(), call.op, call.seq);
         let deadline = Instant::now() + ABORT_GRACE;
         for link in self.links.iter_mut().flatten() {
             if link.peer != fault.culprit {

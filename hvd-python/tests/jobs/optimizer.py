@@ -76,15 +76,42 @@ except AssertionError as e:
     print(f"rank {rank}: extra backward refused", flush=True)
 opt.synchronize()
 
-# fp16 compression and Adasum refusal.
+# fp16 compression.
 model = copy.deepcopy(start)
 opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
                                named_parameters=model.named_parameters(),
                                compression=hvd.Compression.fp16)
 nn.functional.mse_loss(model(x[mine], True), y[mine]).backward()
 opt.step()
-try:
-    hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), op=hvd.Adasum)
-except ValueError as e:
-    assert "Adasum is not supported" in str(e), e
+
+# A fresh optimizer's state is initialised before it is broadcast (Horovod's zero step),
+# so every rank has momentum buffers, rank 0's.
+model = copy.deepcopy(start)
+opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
+                               named_parameters=model.named_parameters())
+hvd.broadcast_optimizer_state(opt, root_rank=0)
+buffers = [opt.state[p]["momentum_buffer"] for p in model.parameters()]
+assert len(buffers) == 4 and all(torch.equal(b, torch.zeros_like(b)) for b in buffers)
+
+# SparseAdam's fresh state is initialised with sparse zero gradients (which it needs).
+embedding = nn.Embedding(6, 2, sparse=True)
+opt = torch.optim.SparseAdam(list(embedding.parameters()), lr=0.1)
+hvd.broadcast_optimizer_state(opt, root_rank=0, model=embedding)
+assert set(opt.state[embedding.weight]) == {"step", "exp_avg", "exp_avg_sq"}, opt.state
+
+# Sparse gradients, allgathered or allreduced as dense tensors.
+for as_dense in (False, True):
+    embedding = nn.Embedding(6, 2, sparse=True)
+    hvd.broadcast_parameters(embedding.state_dict(), root_rank=0)
+    before = embedding.weight.detach().clone()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(embedding.parameters(), lr=1.0),
+                                   named_parameters=embedding.named_parameters(),
+                                   sparse_as_dense=as_dense)
+    embedding(torch.tensor([rank, 5])).sum().backward()
+    opt.step()
+    step = before - embedding.weight.detach()
+    want = torch.zeros(6, 2)
+    want[:size] = 1.0 / size
+    want[5] = 1.0
+    assert torch.allclose(step, want), (as_dense, step)
 print(f"rank {rank}: optimizer ok", flush=True)

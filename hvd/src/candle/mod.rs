@@ -33,7 +33,8 @@
 //! allreduce per parameter, all submitted before waiting so Tensor Fusion packs them;
 //! gradient accumulation with `backward_passes_per_step`), [`broadcast_varmap`] and
 //! [`broadcast_vars`] (parameters, and optimizer state where an optimizer exposes it as
-//! `Var`s), and, re-exported because they need no candle, [`DistributedSampler`] and the
+//! `Var`s), [`CandleState`] (the model's state for an elastic job, see
+//! [`crate::elastic`]), and, re-exported because they need no candle, [`DistributedSampler`] and the
 //! [`metrics`] helpers.
 //!
 //! Errors are `candle_core::Error`s so they flow through a candle training loop with `?`;
@@ -51,6 +52,7 @@ mod broadcast;
 mod buffer;
 #[cfg(feature = "candle-cuda")]
 mod cuda_buffer;
+mod elastic;
 mod optimizer;
 mod tensor_buffer;
 
@@ -62,6 +64,7 @@ use candle_nn::VarMap;
 pub use crate::metrics;
 pub use crate::sampler::DistributedSampler;
 pub use broadcast::{broadcast_varmap, broadcast_vars};
+pub use elastic::CandleState;
 pub use optimizer::DistributedOptimizer;
 
 /// The variables of `varmap` with their names, sorted by name: the same order on every

@@ -1,5 +1,6 @@
 //! The checks of the suite, grouped by operation, and the data helpers they share.
 
+mod adasum;
 mod allreduce;
 mod errors;
 mod groups;
@@ -16,6 +17,7 @@ pub(super) fn all() -> Vec<Check> {
     checks.extend(allreduce::checks());
     checks.extend(movement::checks());
     checks.extend(reducescatter::checks());
+    checks.extend(adasum::checks());
     checks.extend(groups::checks());
     checks
 }

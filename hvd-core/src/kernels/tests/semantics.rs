@@ -119,6 +119,24 @@ fn integer_scale_truncates_toward_zero_and_saturates() {
 }
 
 #[test]
+fn floats_scale_in_their_own_precision() {
+    // Horovod multiplies f32 by the factor rounded to f32: one rounding of the product,
+    // where a product in f64 rounds differently for some values.
+    let factor = 0.1f64;
+    let values: Vec<f32> = (1..200).map(|i| i as f32 * 0.37).collect();
+    let mut data = values.clone();
+    scale(DType::F32, bytemuck::cast_slice_mut(&mut data), factor);
+    let in_f32: Vec<f32> = values.iter().map(|v| v * factor as f32).collect();
+    assert_eq!(data, in_f32);
+    let in_f64: Vec<f32> = values.iter().map(|v| (*v as f64 * factor) as f32).collect();
+    assert_ne!(data, in_f64, "these values tell the two apart");
+    // f16 is scaled in f32 and rounded once.
+    let mut half = [f16::from_f32(3.0)];
+    scale(DType::F16, bytemuck::cast_slice_mut(&mut half), factor);
+    assert_eq!(half, [f16::from_f32(3.0 * factor as f32)]);
+}
+
+#[test]
 fn bool_scale_normalises_and_zero_clears() {
     let mut data = [0u8, 1, 9];
     scale(DType::Bool, &mut data, 0.5);

@@ -1,13 +1,46 @@
-"""Horovod's PyTorch API on hvd: ``import hvd.torch as hvd``."""
+"""Horovod's PyTorch API on hvd: ``import hvd.torch as hvd``.
 
-import atexit
+The job, the build probes, the reduce ops and process sets are framework-neutral
+(``hvd.common``); this package turns torch tensors into what the runtime moves and wires
+torch's autograd and optimizers."""
 
-from hvd import _hvd
-from hvd._hvd import (  # noqa: F401
+from hvd.common import (  # noqa: F401
+    Adasum,
+    Average,
     HorovodInternalError,
     HorovodTimeoutError,
+    Max,
+    Min,
     MismatchError,
+    Product,
+    ProcessSet,
     RankLostError,
+    Sum,
+    add_process_set,
+    ccl_built,
+    cross_rank,
+    cross_size,
+    cuda_built,
+    ddl_built,
+    global_process_set,
+    gloo_built,
+    gloo_enabled,
+    init,
+    is_homogeneous,
+    is_initialized,
+    local_rank,
+    local_size,
+    mpi_built,
+    mpi_enabled,
+    mpi_threads_supported,
+    nccl_built,
+    rank,
+    remove_process_set,
+    rocm_built,
+    shutdown,
+    size,
+    start_timeline,
+    stop_timeline,
 )
 from hvd.torch.compression import Compression  # noqa: F401
 from hvd.torch.functions import (  # noqa: F401
@@ -17,12 +50,6 @@ from hvd.torch.functions import (  # noqa: F401
     broadcast_parameters,
 )
 from hvd.torch.mpi_ops import (  # noqa: F401
-    Adasum,
-    Average,
-    Max,
-    Min,
-    Product,
-    Sum,
     allgather,
     allgather_async,
     allreduce,
@@ -36,61 +63,21 @@ from hvd.torch.mpi_ops import (  # noqa: F401
     broadcast_,
     broadcast_async,
     broadcast_async_,
+    grouped_allgather,
+    grouped_allgather_async,
     grouped_allreduce,
     grouped_allreduce_,
     grouped_allreduce_async,
     grouped_allreduce_async_,
+    grouped_reducescatter,
+    grouped_reducescatter_async,
     join,
     poll,
     reducescatter,
     reducescatter_async,
+    sparse_allreduce_async,
     synchronize,
 )
 from hvd.torch.optimizer import DistributedOptimizer  # noqa: F401
-from hvd.torch.process_sets import (  # noqa: F401
-    ProcessSet,
-    add_process_set,
-    global_process_set,
-    remove_process_set,
-)
-
-
-def init(process_sets=None):
-    """Joins the job the launcher started (hvdrun, horovodrun, mpirun, torchrun); without
-    one, a job of one rank. ``process_sets`` (ProcessSet objects) are created at start."""
-    sets = list(process_sets or [])
-    _hvd.init([ps.ranks for ps in sets])
-    for i, ps in enumerate(sets):
-        ps.process_set_id = i + 1
-
-
-shutdown = _hvd.shutdown
-# Leave the job cleanly at exit, so the other ranks see a shutdown, not a lost rank.
-atexit.register(_hvd.shutdown)
-is_initialized = _hvd.is_initialized
-start_timeline = _hvd.start_timeline
-stop_timeline = _hvd.stop_timeline
-
-
-def rank():
-    return _hvd.topology()[0]
-
-
-def size():
-    return _hvd.topology()[1]
-
-
-def local_rank():
-    return _hvd.topology()[2]
-
-
-def local_size():
-    return _hvd.topology()[3]
-
-
-def cross_rank():
-    return _hvd.topology()[4]
-
-
-def cross_size():
-    return _hvd.topology()[5]
+from hvd.torch import elastic  # noqa: F401,E402
+from hvd.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401

@@ -1,35 +1,70 @@
-"""Broadcasting model state and Python objects, as horovod.torch's functions."""
+"""Broadcasting model state and Python objects, as horovod.torch's functions. Roots are
+global ranks (``hvd.rank()``), also within a process set."""
 
 import io
 import pickle
 
 import torch
 
+from hvd.common.basics import rank
+from hvd.common.process_sets import global_process_set
 from hvd.torch.mpi_ops import allgather, broadcast_, broadcast_async_, synchronize
-from hvd.torch.process_sets import global_process_set
 
 
 def broadcast_parameters(params, root_rank, process_set=global_process_set):
-    """Overwrites every tensor of ``params`` (a state_dict, or (name, tensor) pairs such as
-    ``model.named_parameters()``) with ``root_rank``'s, all submitted before any wait."""
+    """Overwrites every tensor of ``params`` (a state_dict, (name, tensor) pairs such as
+    ``model.named_parameters()``, or tensors) with ``root_rank``'s, all submitted before
+    any wait."""
     if isinstance(params, dict):
         params = sorted(params.items())
     elif isinstance(params, list) or hasattr(params, "__iter__"):
-        params = list(params)
+        params = [p if isinstance(p, tuple) else (None, p) for p in params]
     else:
         raise ValueError(f"invalid params of type {type(params).__name__}")
     handles = []
-    for name, p in params:
+    for i, (name, p) in enumerate(params):
         if not isinstance(p, torch.Tensor):
-            raise ValueError(f"broadcast_parameters: {name} is not a tensor")
-        handles.append(broadcast_async_(p.data, root_rank, name=f"broadcast.{name}",
+            raise ValueError(f"broadcast_parameters: {name or i} is not a tensor")
+        label = name if name is not None else f"param.{i}"
+        handles.append(broadcast_async_(p.data, root_rank, name=f"broadcast.{label}",
                                         process_set=process_set))
     for handle in handles:
         synchronize(handle)
 
 
-def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_set):
-    """Gives every rank ``root_rank``'s optimizer state (hyperparameters and buffers)."""
+def _sparse_parameters(model):
+    """The parameters of ``model`` whose gradients are sparse (sparse embeddings)."""
+    if model is None:
+        return set()
+    return {id(p) for m in model.modules()
+            if isinstance(m, torch.nn.Embedding) and m.sparse for p in m.parameters()}
+
+
+def _initialise_state(optimizer, model):
+    """Gives a fresh optimizer its state, as Horovod does: zero gradients and one step of
+    the wrapped optimizer, without an allreduce (every rank does the same)."""
+    sparse = _sparse_parameters(model)
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if p.requires_grad:
+                p.grad = torch.zeros_like(p)
+                if isinstance(optimizer, torch.optim.SparseAdam) or id(p) in sparse:
+                    p.grad = p.grad.to_sparse()
+    from hvd.torch.optimizer import is_distributed
+    if is_distributed(optimizer):
+        super(optimizer.__class__, optimizer).step()
+    else:
+        optimizer.step()
+
+
+def broadcast_optimizer_state(optimizer, root_rank, model=None,
+                              process_set=global_process_set):
+    """Gives every rank ``root_rank``'s optimizer state: hyperparameters (with their
+    types) and buffers. A fresh optimizer's state is first initialised (zero gradients,
+    one step), so that every rank has the buffers to receive; ``model`` names the sparse
+    embeddings whose gradients that step needs sparse."""
+    if not optimizer.state_dict()["state"]:
+        _initialise_state(optimizer, model)
     state = broadcast_object(optimizer.state_dict(), root_rank,
                              name="broadcast_optimizer_state", process_set=process_set)
     optimizer.load_state_dict(state)
@@ -46,30 +81,23 @@ def _from_bytes(data):
 
 
 def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
-    """``root_rank``'s ``obj`` (any picklable object), on every rank."""
+    """``root_rank``'s ``obj`` (any picklable object), on every member of the set."""
     name = name or type(obj).__name__
-    me = _rank_in(process_set)
-    data = _to_bytes(obj) if me == root_rank else torch.empty(0, dtype=torch.uint8)
+    root = rank() == int(root_rank)
+    data = _to_bytes(obj) if root else torch.empty(0, dtype=torch.uint8)
     length = torch.tensor([data.numel()], dtype=torch.int64)
     broadcast_(length, root_rank, name=f"{name}.length", process_set=process_set)
-    if me != root_rank:
+    if not root:
         data = torch.empty(int(length.item()), dtype=torch.uint8)
     broadcast_(data, root_rank, name=f"{name}.data", process_set=process_set)
-    return _from_bytes(data)
+    return obj if root else _from_bytes(data)
 
 
 def allgather_object(obj, name=None, process_set=global_process_set):
-    """Every rank's ``obj`` (any picklable object), as a list in rank order."""
+    """Every member's ``obj`` (any picklable object), as a list in rank order."""
     name = name or type(obj).__name__
     data = _to_bytes(obj)
     lengths = allgather(torch.tensor([data.numel()], dtype=torch.int64),
                         name=f"{name}.lengths", process_set=process_set)
     gathered = allgather(data, name=f"{name}.data", process_set=process_set)
     return [_from_bytes(part) for part in torch.split(gathered, lengths.tolist())]
-
-
-def _rank_in(process_set):
-    from hvd import _hvd
-    if process_set is None or process_set.process_set_id == 0:
-        return _hvd.topology()[0]
-    return process_set.rank()

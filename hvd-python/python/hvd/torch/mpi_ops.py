@@ -1,30 +1,16 @@
-"""Tensor collectives, as horovod.torch's: each moves a tensor's memory by pointer through
-hvd's runtime. CUDA tensors are staged through host memory (hvd's Python front has no
-NCCL path yet): the current stream is synchronised, the data copied to the host, and the
-result copied back when the handle is synchronised."""
-
-import itertools
+"""Tensor collectives, as horovod.torch's: each tensor is handed to hvd's runtime by
+pointer (``hvd.common.ops``), and the forms that return a new tensor are differentiable
+with Horovod's gradients. CUDA tensors are staged through host memory (hvd's Python
+front has no NCCL path): the current stream is synchronised, the data copied to the host,
+and the result copied back when the handle is synchronised."""
 
 import torch
 
-from hvd import _hvd
-from hvd.torch.process_sets import global_process_set
-
-
-class ReduceOp:
-    def __init__(self, name):
-        self.name = name
-
-    def __repr__(self):
-        return self.name.capitalize()
-
-
-Average = ReduceOp("average")
-Sum = ReduceOp("sum")
-Min = ReduceOp("min")
-Max = ReduceOp("max")
-Product = ReduceOp("product")
-Adasum = ReduceOp("adasum")
+from hvd.common import ops as _ops
+from hvd.common.basics import rank as _rank
+from hvd.common.ops import Adasum, Average, Max, Min, Product, Sum, resolve_op  # noqa: F401
+from hvd.common.process_sets import global_process_set
+from hvd.torch.compression import Compression
 
 _DTYPES = {
     torch.uint8: "uint8", torch.int8: "int8", torch.int16: "int16", torch.int32: "int32",
@@ -33,25 +19,6 @@ _DTYPES = {
 }
 if hasattr(torch, "uint16"):
     _DTYPES[torch.uint16] = "uint16"
-
-_unnamed = itertools.count()
-
-
-def _name(name, op):
-    # Unnamed tensors are matched across ranks by call order, as in Horovod.
-    return name if name is not None else f"{op}.noname.{next(_unnamed)}"
-
-
-def _op_name(op, average=None):
-    if op is None:
-        op = Average if average is None or average else Sum
-    elif average is not None:
-        raise ValueError("pass op= or the deprecated average=, not both")
-    if op is Adasum:
-        raise ValueError("Adasum is not supported by hvd; use Average or Sum")
-    if not isinstance(op, ReduceOp):
-        raise ValueError(f"op must be one of hvd.Average, Sum, Min, Max, Product; got {op!r}")
-    return op.name
 
 
 def _check(tensor, what):
@@ -65,7 +32,8 @@ def _check(tensor, what):
         raise ValueError(f"{what}: tensors on device {tensor.device} are not supported; "
                          "use a CPU or CUDA tensor")
     if tensor.layout != torch.strided:
-        raise ValueError(f"{what}: {tensor.layout} tensors are not supported; use .to_dense()")
+        raise ValueError(f"{what}: {tensor.layout} tensors are not supported; use "
+                         ".to_dense(), or sparse_allreduce_async for sparse gradients")
 
 
 def _check_inplace(tensor, what):
@@ -85,15 +53,14 @@ def _host(tensor):
 
 
 def _describe(host):
-    shape = list(host.shape)
+    """The description ``hvd.common.ops`` takes: pointer, bytes, dtype, shape, owner."""
     return (host.data_ptr(), host.numel() * host.element_size(), _DTYPES[host.dtype],
-            shape, host)
+            list(host.shape), host)
 
 
-def _process_set_id(process_set):
-    if process_set is None:
-        return 0
-    return process_set._id()
+def _copy(tensor):
+    """A contiguous host copy of ``tensor`` for an out-of-place operation."""
+    return tensor.detach().clone(memory_format=torch.contiguous_format)
 
 
 class Handle:
@@ -110,106 +77,9 @@ class Handle:
         return self._finish(self._native.wait())
 
 
-def _from_bytes(buffer, shape, dtype, device):
-    if len(buffer) == 0:
-        out = torch.empty(shape, dtype=dtype)
-    else:
-        out = torch.frombuffer(buffer, dtype=dtype).reshape(shape)
-    return out.to(device) if device.type != "cpu" else out
-
-
-def _inplace(tensor, host, native):
-    """A handle that copies a staged result back into a CUDA tensor."""
-    def finish(_):
-        if host.data_ptr() != tensor.data_ptr():
-            with torch.no_grad():
-                tensor.copy_(host)
-        return tensor
-    return Handle(native, finish)
-
-
-def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
-                     postscale_factor=1.0, process_set=global_process_set):
-    """Starts an in-place allreduce of ``tensor``; returns a handle."""
-    _check_inplace(tensor, "allreduce")
-    op = _op_name(op, average)
-    host = _host(tensor)
-    native = _hvd.allreduce_async(_name(name, "allreduce"), _describe(host), op,
-                                  float(prescale_factor), float(postscale_factor),
-                                  _process_set_id(process_set))
-    return _inplace(tensor, host, native)
-
-
-def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
-               postscale_factor=1.0, process_set=global_process_set):
-    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
-                                        postscale_factor, process_set))
-
-
-def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
-                    postscale_factor=1.0, process_set=global_process_set):
-    """Starts an allreduce into a new tensor; ``tensor`` is left as it is."""
-    _check(tensor, "allreduce")
-    return allreduce_async_(tensor.detach().clone(memory_format=torch.contiguous_format),
-                            average, name, op, prescale_factor, postscale_factor,
-                            process_set)
-
-
-def allreduce(tensor, average=None, name=None, compression=None, op=None,
-              prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
-    """The reduction of ``tensor`` over the ranks (by default their average)."""
-    _check(tensor, "allreduce")
-    if compression is not None:
-        wire, ctx = compression.compress(tensor)
-    else:
-        wire, ctx = tensor, None
-    out = synchronize(allreduce_async(wire, average, name, op, prescale_factor,
-                                      postscale_factor, process_set))
-    return compression.decompress(out, ctx) if compression is not None else out
-
-
-def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
-                             postscale_factor=1.0, process_set=global_process_set):
-    """Starts in-place allreduces of every tensor, submitted together so they fuse."""
-    base = _name(name, "grouped_allreduce")
-    handles = [allreduce_async_(t, average, f"{base}.{i}", op, prescale_factor,
-                                postscale_factor, process_set)
-               for i, t in enumerate(tensors)]
-    return _Group(handles)
-
-
-def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
-                            postscale_factor=1.0, process_set=global_process_set):
-    for t in tensors:
-        _check(t, "grouped_allreduce")
-    copies = [t.detach().clone(memory_format=torch.contiguous_format) for t in tensors]
-    return grouped_allreduce_async_(copies, average, name, op, prescale_factor,
-                                    postscale_factor, process_set)
-
-
-def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
-                       postscale_factor=1.0, process_set=global_process_set):
-    return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
-                                                postscale_factor, process_set))
-
-
-def grouped_allreduce(tensors, average=None, name=None, compression=None, op=None,
-                      prescale_factor=1.0, postscale_factor=1.0,
-                      process_set=global_process_set):
-    """The reductions of every tensor, fused; each travels as ``compression`` says."""
-    for t in tensors:
-        _check(t, "grouped_allreduce")
-    if compression is None:
-        return synchronize(grouped_allreduce_async(tensors, average, name, op,
-                                                   prescale_factor, postscale_factor,
-                                                   process_set))
-    wires, ctxs = zip(*(compression.compress(t) for t in tensors)) if tensors else ((), ())
-    outs = synchronize(grouped_allreduce_async(list(wires), average, name, op,
-                                               prescale_factor, postscale_factor, process_set))
-    return [compression.decompress(out, ctx) for out, ctx in zip(outs, ctxs)]
-
-
 class _Group:
+    """The handles of a grouped operation, completed together."""
+
     def __init__(self, handles):
         self._handles = handles
 
@@ -220,90 +90,478 @@ class _Group:
         return [h.wait() for h in self._handles]
 
 
+def _from_bytes(buffer, shape, dtype, device):
+    if len(buffer) == 0:
+        out = torch.empty(shape, dtype=dtype)
+    else:
+        out = torch.frombuffer(buffer, dtype=dtype).reshape(shape)
+    return out.to(device) if device.type != "cpu" else out
+
+
+def _in_place(tensor, host, native):
+    """A handle that returns ``tensor``, copying a staged result back into it."""
+    def finish(_):
+        if host.data_ptr() != tensor.data_ptr():
+            with torch.no_grad():
+                tensor.copy_(host)
+        return tensor
+    return Handle(native, finish)
+
+
+def _resized(tensor, native):
+    """A handle that returns the new tensor of another shape."""
+    return Handle(native, lambda out: _from_bytes(out[0], out[1], tensor.dtype,
+                                                  tensor.device))
+
+
+def _group_names(name, count, op):
+    base = _ops.name_for(name, f"grouped_{op}")
+    return [f"{base}.{i}" for i in range(count)]
+
+
+# Allreduce.
+
+def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                     postscale_factor=1.0, process_set=global_process_set):
+    """Starts an in-place allreduce of ``tensor`` (Average by default; ``op=hvd.Adasum``
+    for Adasum); returns a handle."""
+    _check_inplace(tensor, "allreduce")
+    op = resolve_op(op, average)
+    host = _host(tensor)
+    native = _ops.allreduce_async(name, _describe(host), op, prescale_factor,
+                                  postscale_factor, process_set)
+    return _in_place(tensor, host, native)
+
+
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+               postscale_factor=1.0, process_set=global_process_set):
+    """Allreduces ``tensor`` in place and returns it."""
+    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
+                                        postscale_factor, process_set))
+
+
+def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                    postscale_factor=1.0, process_set=global_process_set):
+    """Starts an allreduce into a new tensor; ``tensor`` is left as it is."""
+    _check(tensor, "allreduce")
+    return allreduce_async_(_copy(tensor), average, name, op, prescale_factor,
+                            postscale_factor, process_set)
+
+
+class HorovodAllreduce(torch.autograd.Function):
+    """Allreduce whose gradient is the same allreduce of the incoming gradient."""
+
+    @staticmethod
+    def forward(ctx, tensor, average, name, op, prescale_factor, postscale_factor,
+                process_set):
+        ctx.args = (average, op, prescale_factor, postscale_factor, process_set)
+        return synchronize(allreduce_async(tensor, average, name, op, prescale_factor,
+                                           postscale_factor, process_set))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        average, op, prescale_factor, postscale_factor, process_set = ctx.args
+        grad = allreduce(grad_output, average=average, op=op,
+                         prescale_factor=prescale_factor, postscale_factor=postscale_factor,
+                         process_set=process_set)
+        return grad, None, None, None, None, None, None
+
+
+def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
+              prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
+    """The reduction of ``tensor`` over the ranks (by default their average), as a new,
+    differentiable tensor; ``compression`` narrows it on the wire."""
+    _check(tensor, "allreduce")
+    wire, ctx = compression.compress(tensor)
+    out = HorovodAllreduce.apply(wire, average, name, op, prescale_factor, postscale_factor,
+                                 process_set)
+    return compression.decompress(out, ctx)
+
+
+def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                             postscale_factor=1.0, process_set=global_process_set):
+    """Starts in-place allreduces of every tensor, submitted together so they fuse."""
+    for t in tensors:
+        _check_inplace(t, "grouped_allreduce")
+    names = _group_names(name, len(tensors), "allreduce")
+    return _Group([allreduce_async_(t, average, n, op, prescale_factor, postscale_factor,
+                                    process_set) for t, n in zip(tensors, names)])
+
+
+def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                       postscale_factor=1.0, process_set=global_process_set):
+    return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
+                                                postscale_factor, process_set))
+
+
+def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                            postscale_factor=1.0, process_set=global_process_set):
+    for t in tensors:
+        _check(t, "grouped_allreduce")
+    return grouped_allreduce_async_([_copy(t) for t in tensors], average, name, op,
+                                    prescale_factor, postscale_factor, process_set)
+
+
+class HorovodGroupedAllreduce(torch.autograd.Function):
+    """Grouped allreduce whose gradients are the grouped allreduce of the incoming ones."""
+
+    @staticmethod
+    def forward(ctx, average, name, op, prescale_factor, postscale_factor, process_set,
+                *tensors):
+        ctx.args = (average, op, prescale_factor, postscale_factor, process_set)
+        return tuple(synchronize(grouped_allreduce_async(
+            list(tensors), average, name, op, prescale_factor, postscale_factor,
+            process_set)))
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        average, op, prescale_factor, postscale_factor, process_set = ctx.args
+        grads = grouped_allreduce(list(grad_outputs), average=average, op=op,
+                                  prescale_factor=prescale_factor,
+                                  postscale_factor=postscale_factor, process_set=process_set)
+        return (None, None, None, None, None, None, *grads)
+
+
+def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none,
+                      op=None, prescale_factor=1.0, postscale_factor=1.0,
+                      process_set=global_process_set):
+    """Allreduces every tensor of the list (submitted together so they fuse); new,
+    differentiable tensors."""
+    if not tensors:
+        return []
+    for t in tensors:
+        _check(t, "grouped_allreduce")
+    wires, ctxs = zip(*(compression.compress(t) for t in tensors))
+    outs = HorovodGroupedAllreduce.apply(average, name, op, prescale_factor,
+                                         postscale_factor, process_set, *wires)
+    return [compression.decompress(out, ctx) for out, ctx in zip(outs, ctxs)]
+
+
+def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
+    """Starts the reduction of a sparse tensor as Horovod does: the ranks' indices and
+    values are allgathered (Average divides the values by the set's size). Returns a
+    callable that waits and gives the sparse result."""
+    if not tensor.is_sparse:
+        raise ValueError(f"sparse_allreduce_async: expected a sparse tensor, got a "
+                         f"{tensor.layout} one (use allreduce_async for dense tensors)")
+    op = resolve_op(op)
+    if op not in (Average, Sum):
+        raise ValueError(f"sparse_allreduce_async combines with Average or Sum, not {op!r}")
+    sparse = tensor.coalesce()
+    indices = allgather_async(sparse.indices().transpose(0, 1).contiguous(),
+                              name=f"{name}.indices", process_set=process_set)
+    values = allgather_async(sparse.values(), name=f"{name}.values",
+                             process_set=process_set)
+
+    def wait():
+        gathered_values = synchronize(values)
+        gathered_indices = synchronize(indices)
+        if op is Average:
+            gathered_values = gathered_values / process_set.size()
+        return torch.sparse_coo_tensor(gathered_indices.transpose(0, 1), gathered_values,
+                                       tensor.size())
+    return wait
+
+
+# Allgather.
+
+def allgather_async(tensor, name=None, process_set=global_process_set):
+    """Starts an allgather: the ranks' tensors concatenated along the first dimension
+    (which may differ between ranks); ``tensor`` is left as it is."""
+    _check(tensor, "allgather")
+    host = _host(tensor).contiguous()
+    return _resized(tensor, _ops.allgather_async(name, _describe(host), process_set))
+
+
+def _offset(rows, process_set):
+    """Where this rank's rows start in a tensor gathered from rows of every rank."""
+    counts = allgather(torch.tensor([rows], dtype=torch.int64), process_set=process_set)
+    return int(counts[:process_set.rank()].sum())
+
+
+class HorovodAllgather(torch.autograd.Function):
+    """Allgather whose gradient is this rank's rows of the averaged incoming gradient."""
+
+    @staticmethod
+    def forward(ctx, tensor, name, process_set):
+        ctx.rows, ctx.process_set = tensor.shape[0], process_set
+        return synchronize(allgather_async(tensor, name, process_set))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        reduced = allreduce(grad_output, op=Average, process_set=ctx.process_set)
+        offset = _offset(ctx.rows, ctx.process_set)
+        return reduced.narrow(0, offset, ctx.rows), None, None
+
+
+def allgather(tensor, name=None, process_set=global_process_set):
+    """The ranks' tensors concatenated along the first dimension, as a new,
+    differentiable tensor."""
+    _check(tensor, "allgather")
+    if tensor.dim() == 0:
+        raise ValueError("allgather: the tensor needs at least one dimension")
+    return HorovodAllgather.apply(tensor, name, process_set)
+
+
+def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
+    """Starts allgathers of every tensor of the list, submitted together."""
+    for t in tensors:
+        _check(t, "grouped_allgather")
+        if t.dim() == 0:
+            raise ValueError("grouped_allgather: every tensor needs at least one dimension")
+    names = _group_names(name, len(tensors), "allgather")
+    return _Group([allgather_async(t, n, process_set) for t, n in zip(tensors, names)])
+
+
+class HorovodGroupedAllgather(torch.autograd.Function):
+    """Grouped allgather whose gradients are each rank's rows of the averaged ones."""
+
+    @staticmethod
+    def forward(ctx, name, process_set, *tensors):
+        ctx.rows, ctx.process_set = [t.shape[0] for t in tensors], process_set
+        return tuple(synchronize(grouped_allgather_async(list(tensors), name, process_set)))
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        reduced = grouped_allreduce(list(grad_outputs), op=Average,
+                                    process_set=ctx.process_set)
+        counts = grouped_allgather([torch.tensor([r], dtype=torch.int64) for r in ctx.rows],
+                                   process_set=ctx.process_set)
+        me = ctx.process_set.rank()
+        grads = [g.narrow(0, int(c[:me].sum()), rows)
+                 for g, c, rows in zip(reduced, counts, ctx.rows)]
+        return (None, None, *grads)
+
+
+def grouped_allgather(tensors, name=None, process_set=global_process_set):
+    """Allgathers every tensor of the list; new, differentiable tensors."""
+    if not tensors:
+        return []
+    for t in tensors:
+        _check(t, "grouped_allgather")
+        if t.dim() == 0:
+            raise ValueError("grouped_allgather: every tensor needs at least one dimension")
+    return list(HorovodGroupedAllgather.apply(name, process_set, *tensors))
+
+
+# Broadcast.
+
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
-    """Starts an in-place broadcast of ``root_rank``'s tensor; returns a handle."""
+    """Starts an in-place broadcast of ``root_rank``'s tensor (a global rank, a member of
+    the set); returns a handle."""
     _check_inplace(tensor, "broadcast")
     host = _host(tensor)
-    native = _hvd.broadcast_async(_name(name, "broadcast"), _describe(host), int(root_rank),
-                                  _process_set_id(process_set))
-    return _inplace(tensor, host, native)
+    native = _ops.broadcast_async(name, _describe(host), root_rank, process_set)
+    return _in_place(tensor, host, native)
 
 
 def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
+    """Overwrites ``tensor`` with ``root_rank``'s and returns it."""
     return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
     _check(tensor, "broadcast")
-    return broadcast_async_(tensor.detach().clone(memory_format=torch.contiguous_format),
-                            root_rank, name, process_set)
+    return broadcast_async_(_copy(tensor), root_rank, name, process_set)
+
+
+class HorovodBroadcast(torch.autograd.Function):
+    """Broadcast whose gradient is the averaged incoming gradient on the root, zeros
+    elsewhere."""
+
+    @staticmethod
+    def forward(ctx, tensor, root_rank, name, process_set):
+        ctx.root_rank, ctx.process_set = root_rank, process_set
+        return synchronize(broadcast_async(tensor, root_rank, name, process_set))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad = allreduce(grad_output, op=Average, process_set=ctx.process_set)
+        if _rank() != ctx.root_rank:
+            grad = grad * 0
+        return grad, None, None, None
 
 
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
-    """``root_rank``'s tensor, on every rank; ``tensor`` is left as it is."""
-    return synchronize(broadcast_async(tensor, root_rank, name, process_set))
+    """``root_rank``'s tensor on every rank, as a new, differentiable tensor."""
+    _check(tensor, "broadcast")
+    return HorovodBroadcast.apply(tensor, root_rank, name, process_set)
 
 
-def _contiguous_host(tensor, what):
-    _check(tensor, what)
-    return _host(tensor).contiguous()
+# Alltoall.
 
-
-def allgather_async(tensor, name=None, process_set=global_process_set):
-    """Starts an allgather: the ranks' tensors concatenated along the first dim."""
-    host = _contiguous_host(tensor, "allgather")
-    if host.dim() == 0:
-        raise ValueError("allgather: the tensor needs at least one dimension")
-    native = _hvd.allgather_async(_name(name, "allgather"), _describe(host),
-                                  _process_set_id(process_set))
-    return Handle(native, lambda out: _from_bytes(out[0], out[1], tensor.dtype, tensor.device))
-
-
-def allgather(tensor, name=None, process_set=global_process_set):
-    return synchronize(allgather_async(tensor, name, process_set))
+def _splits(splits):
+    """``splits`` as a list of ints: a list, or an integer tensor (on any device)."""
+    if splits is None:
+        return None
+    if isinstance(splits, torch.Tensor):
+        if splits.dtype.is_floating_point or splits.dtype.is_complex or \
+                splits.dtype == torch.bool:
+            raise ValueError(f"alltoall: splits must hold integers (an int32 tensor or a "
+                             f"list), not {splits.dtype}")
+        return [int(s) for s in splits.cpu().tolist()]
+    return [int(s) for s in splits]
 
 
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
-    """Starts an alltoall: ``splits[r]`` rows of the first dim go to rank ``r`` (even
-    splits by default)."""
-    host = _contiguous_host(tensor, "alltoall")
-    if host.dim() == 0:
-        raise ValueError("alltoall: the tensor needs at least one dimension")
-    ranks = len(process_set.ranks) if process_set is not None else size()
-    if splits is None:
-        if host.shape[0] % ranks:
-            raise ValueError(f"alltoall: the first dim ({host.shape[0]}) does not divide "
-                             f"evenly between {ranks} ranks; pass splits=")
-        splits = [host.shape[0] // ranks] * ranks
-    splits = [int(s) for s in (splits.tolist() if isinstance(splits, torch.Tensor) else splits)]
-    native = _hvd.alltoall_async(_name(name, "alltoall"), _describe(host), splits,
-                                 _process_set_id(process_set))
+    """Starts an alltoall: ``splits[r]`` rows of the first dimension go to the set's rank
+    ``r`` (even splits by default). The handle gives the received tensor and the rows
+    received from each rank."""
+    _check(tensor, "alltoall")
+    host = _host(tensor).contiguous()
+    native = _ops.alltoall_async(name, _describe(host), _splits(splits), process_set)
+    device = splits.device if isinstance(splits, torch.Tensor) else torch.device("cpu")
 
     def finish(out):
-        return (_from_bytes(out[0], out[1], tensor.dtype, tensor.device),
-                torch.tensor(out[2], dtype=torch.int32))
+        received = torch.tensor(out[2], dtype=torch.int32, device=device)
+        return _from_bytes(out[0], out[1], tensor.dtype, tensor.device), received
     return Handle(native, finish)
 
 
+class HorovodAlltoall(torch.autograd.Function):
+    """Alltoall whose gradient travels back the way the data came."""
+
+    @staticmethod
+    def forward(ctx, tensor, splits, name, process_set):
+        output, received = synchronize(alltoall_async(tensor, splits, name, process_set))
+        ctx.received, ctx.process_set = received, process_set
+        if splits is None:
+            return output
+        ctx.mark_non_differentiable(received)
+        return output, received
+
+    @staticmethod
+    def backward(ctx, grad_output, *_):
+        grad, _ = alltoall(grad_output, splits=ctx.received, process_set=ctx.process_set)
+        return grad, None, None, None
+
+
 def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
-    """The rows every rank sent here; with ``splits``, also the rows received from each."""
-    output, received = synchronize(alltoall_async(tensor, splits, name, process_set))
-    return output if splits is None else (output, received)
+    """The rows every rank sent here, as a new, differentiable tensor; with ``splits``,
+    also the rows received from each rank (an int32 tensor)."""
+    _check(tensor, "alltoall")
+    return HorovodAlltoall.apply(tensor, splits, name, process_set)
 
 
-def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set):
-    """Starts a reducescatter: this rank's rows of the reduction over the ranks."""
-    host = _contiguous_host(tensor, "reducescatter")
-    if host.dim() == 0:
+# Reducescatter.
+
+def _reducescatter_op(op):
+    op = resolve_op(op)
+    if op is Adasum:
+        raise NotImplementedError("reducescatter does not support Adasum: Adasum combines "
+                                  "whole tensors (allreduce, DistributedOptimizer); use Sum "
+                                  "or Average")
+    return op
+
+
+def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
+                        prescale_factor=1.0, postscale_factor=1.0):
+    """Starts a reducescatter: this rank's rows of the reduction over the ranks (the
+    first ranks take one more row when they do not divide evenly)."""
+    _check(tensor, "reducescatter")
+    op = _reducescatter_op(op)
+    host = _host(tensor).contiguous()
+    return _resized(tensor, _ops.reducescatter_async(name, _describe(host), op,
+                                                     prescale_factor, postscale_factor,
+                                                     process_set))
+
+
+def _scattered_grad(grad, op, process_set, prescale_factor, postscale_factor):
+    """Horovod's reducescatter gradient before the allgather: scaled by the set's size for
+    Sum, and by the scale factors."""
+    if op is Sum:
+        grad = grad * process_set.size()
+    if prescale_factor != 1.0:
+        grad = grad * prescale_factor
+    if postscale_factor != 1.0:
+        grad = grad * postscale_factor
+    return grad
+
+
+class HorovodReducescatter(torch.autograd.Function):
+    """Reducescatter whose gradient is the allgather of the incoming gradients."""
+
+    @staticmethod
+    def forward(ctx, tensor, name, op, process_set, prescale_factor, postscale_factor):
+        ctx.args = (op, process_set, prescale_factor, postscale_factor)
+        return synchronize(reducescatter_async(tensor, name, op, process_set,
+                                               prescale_factor, postscale_factor))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        op, process_set, prescale_factor, postscale_factor = ctx.args
+        grad = _scattered_grad(grad_output, op, process_set, prescale_factor,
+                               postscale_factor)
+        return allgather(grad, process_set=process_set), None, None, None, None, None
+
+
+def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
+                  process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
+    """This rank's rows of the reduction over the ranks, as a new, differentiable
+    tensor."""
+    _check(tensor, "reducescatter")
+    if tensor.dim() == 0:
         raise ValueError("reducescatter: the tensor needs at least one dimension")
-    native = _hvd.reducescatter_async(_name(name, "reducescatter"), _describe(host),
-                                      _op_name(op), _process_set_id(process_set))
-    return Handle(native, lambda out: _from_bytes(out[0], out[1], tensor.dtype, tensor.device))
+    op = _reducescatter_op(op)
+    wire, ctx = compression.compress(tensor)
+    out = HorovodReducescatter.apply(wire, name, op, process_set, prescale_factor,
+                                     postscale_factor)
+    return compression.decompress(out, ctx)
 
 
-def reducescatter(tensor, name=None, op=Average, process_set=global_process_set):
-    return synchronize(reducescatter_async(tensor, name, op, process_set))
+def grouped_reducescatter_async(tensors, name=None, op=Average,
+                                process_set=global_process_set, prescale_factor=1.0,
+                                postscale_factor=1.0):
+    """Starts reducescatters of every tensor of the list, submitted together."""
+    for t in tensors:
+        _check(t, "grouped_reducescatter")
+        if t.dim() == 0:
+            raise ValueError("grouped_reducescatter: every tensor needs at least one "
+                             "dimension")
+    op = _reducescatter_op(op)
+    names = _group_names(name, len(tensors), "reducescatter")
+    return _Group([reducescatter_async(t, n, op, process_set, prescale_factor,
+                                       postscale_factor) for t, n in zip(tensors, names)])
 
+
+class HorovodGroupedReducescatter(torch.autograd.Function):
+    """Grouped reducescatter whose gradients are the grouped allgather of the incoming
+    ones."""
+
+    @staticmethod
+    def forward(ctx, name, op, process_set, prescale_factor, postscale_factor, *tensors):
+        ctx.args = (op, process_set, prescale_factor, postscale_factor)
+        return tuple(synchronize(grouped_reducescatter_async(
+            list(tensors), name, op, process_set, prescale_factor, postscale_factor)))
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        op, process_set, prescale_factor, postscale_factor = ctx.args
+        grads = [_scattered_grad(g, op, process_set, prescale_factor, postscale_factor)
+                 for g in grad_outputs]
+        return (None, None, None, None, None,
+                *grouped_allgather(grads, process_set=process_set))
+
+
+def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
+                          process_set=global_process_set, prescale_factor=1.0,
+                          postscale_factor=1.0):
+    """Reducescatters every tensor of the list; new, differentiable tensors."""
+    if not tensors:
+        return []
+    for t in tensors:
+        _check(t, "grouped_reducescatter")
+        if t.dim() == 0:
+            raise ValueError("grouped_reducescatter: every tensor needs at least one "
+                             "dimension")
+    op = _reducescatter_op(op)
+    wires, ctxs = zip(*(compression.compress(t) for t in tensors))
+    outs = HorovodGroupedReducescatter.apply(name, op, process_set, prescale_factor,
+                                             postscale_factor, *wires)
+    return [compression.decompress(out, ctx) for out, ctx in zip(outs, ctxs)]
+
+
+# Completion, barrier and join.
 
 def poll(handle):
     """Whether the operation behind ``handle`` has completed."""
@@ -316,13 +574,12 @@ def synchronize(handle):
 
 
 def barrier(process_set=global_process_set):
-    _hvd.barrier(_process_set_id(process_set))
+    """Returns once every member of the set has reached the barrier."""
+    _ops.barrier(process_set)
 
 
 def join(device=-1, process_set=global_process_set):
-    """This rank has no more data; returns the last rank to join."""
-    return _hvd.join(_process_set_id(process_set))
-
-
-def size():
-    return _hvd.topology()[1]
+    """This rank has no more data: until every rank has joined, it contributes zeros to
+    the others' allreduces. Returns the last rank to join. ``device`` is accepted for
+    Horovod's signature (zeros are made on the host)."""
+    return _ops.join(process_set)

@@ -2,7 +2,9 @@
 
 use std::path::PathBuf;
 
-use clap::Parser;
+use clap::{ArgAction, CommandFactory, Parser};
+
+use crate::horovod::HorovodFlags;
 
 /// Runs N ranks of a command as one hvd job, on this host or on several.
 ///
@@ -14,17 +16,24 @@ use clap::Parser;
 /// travel to other hosts. Every line a rank writes is tagged like `[1]<stdout>: text`.
 /// When a rank fails, the others are stopped, the first failure is summarised with the
 /// last lines of its stderr, and hvdrun exits with that rank's exit code (128 + the
-/// signal for a rank killed by a signal); 130 when interrupted.
+/// signal for a rank killed by a signal); 130 when interrupted. Each rank also gets
+/// HOROVOD_RANK, HOROVOD_SIZE, ... (Horovod's names), and Horovod's launcher flags are
+/// accepted (installed as `horovodrun` with the Python wheel).
 #[derive(Debug, Parser)]
 #[command(
     name = "hvdrun",
     version,
+    disable_version_flag = true,
     after_help = "Examples:\n  hvdrun -np 2 train_mnist --epochs 1\n  hvdrun -np 8 -H node1:4,node2:4 --network-interface eth0 train_mnist\n  hvdrun --check -H node1:4,node2:4\n  hvdrun --check-build"
 )]
 pub struct Cli {
     /// Number of ranks to start (`-np N`, as with mpirun and horovodrun).
-    #[arg(short = 'n', long = "np", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(short = 'n', long = "np", alias = "num-proc", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub np: Option<u32>,
+
+    /// Prints hvdrun's version.
+    #[arg(short = 'v', long = "version", action = ArgAction::Version)]
+    pub version: Option<bool>,
 
     /// Hosts and their slots (ranks each may run): `host1:4,host2:4`. Default: this host.
     #[arg(
@@ -54,15 +63,21 @@ pub struct Cli {
     /// The network interfaces to use, the first each host has: `eth0` or `eth0,ib0`.
     /// Default: an automatic choice that skips container bridges (and loopback when the
     /// job spans hosts).
-    #[arg(long, value_name = "IFACE[,IFACE]")]
+    #[arg(long, alias = "network-interfaces", value_name = "IFACE[,IFACE]")]
     pub network_interface: Option<String>,
+
+    /// Prints what hvdrun starts: the ranks, hosts, command and the variables the flags
+    /// set.
+    #[arg(long)]
+    pub verbose: bool,
 
     /// Checks the hosts instead of running a command: ssh reachability, the interface each
     /// host would use, and that every host can open a TCP connection to every other.
     #[arg(long, conflicts_with = "check_build")]
     pub check: bool,
 
-    /// Prints the transports compiled into this build and the libraries they use.
+    /// Prints the transports compiled into this build and the libraries they use
+    /// (`-cb`, as horovodrun).
     #[arg(long)]
     pub check_build: bool,
 
@@ -83,53 +98,118 @@ pub struct Cli {
     #[arg(long, value_name = "SECS", default_value_t = 5.0)]
     pub grace: f64,
 
+    /// Runs the job elastically on the hosts of -H or --hostfile: a failed host is left
+    /// behind and the job goes on with the others (let back in after a cooldown).
+    #[arg(long, help_heading = "Elastic jobs")]
+    pub elastic: bool,
+
+    /// Runs the job elastically on the hosts this program prints, one `host:slots` (or
+    /// `host`, with --slots-per-host) per line, asked every second: the job grows when a
+    /// host appears and shrinks when one goes.
+    #[arg(long, value_name = "FILE", help_heading = "Elastic jobs", conflicts_with_all = ["hosts", "hostfile"])]
+    pub host_discovery_script: Option<PathBuf>,
+
+    /// The slots of a host the discovery script prints without a count.
+    #[arg(long, alias = "slots", value_name = "N", help_heading = "Elastic jobs", value_parser = clap::value_parser!(u32).range(1..))]
+    pub slots_per_host: Option<u32>,
+
+    /// The fewest workers an elastic round may have; fewer for longer than
+    /// --elastic-timeout fails the job (default: -np).
+    #[arg(long, alias = "min-num-proc", value_name = "N", help_heading = "Elastic jobs", value_parser = clap::value_parser!(u32).range(1..))]
+    pub min_np: Option<u32>,
+
+    /// The most workers an elastic round may have (default: every slot).
+    #[arg(long, alias = "max-num-proc", value_name = "N", help_heading = "Elastic jobs", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_np: Option<u32>,
+
+    /// Seconds an elastic job waits for enough slots before it fails.
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 600.0,
+        help_heading = "Elastic jobs"
+    )]
+    pub elastic_timeout: f64,
+
+    /// How many new rounds (after failures or host changes) an elastic job may form
+    /// before it fails (default: no limit).
+    #[arg(long, value_name = "N", help_heading = "Elastic jobs")]
+    pub reset_limit: Option<usize>,
+
+    /// Seconds a failed host is kept out: MIN after its first failure, doubling with
+    /// each further one, at most MAX.
+    #[arg(long, num_args = 2, value_names = ["MIN", "MAX"], help_heading = "Elastic jobs")]
+    pub blacklist_cooldown_range: Option<Vec<f64>>,
+
     /// Sets NAME=VALUE for every rank, or with NAME alone passes on hvdrun's own value
     /// (repeatable). Every rank inherits hvdrun's environment anyway.
     #[arg(short = 'x', value_name = "NAME[=VALUE]")]
     pub env: Vec<String>,
 
-    /// The command each rank runs, and its arguments.
+    #[command(flatten)]
+    pub horovod: HorovodFlags,
+
+    /// The command each rank runs, and its arguments (anything after it is the
+    /// command's, even when it looks like an option).
     #[arg(
         required_unless_present_any = ["check", "check_build", "probe"],
-        trailing_var_arg = true,
-        allow_hyphen_values = true
+        trailing_var_arg = true
     )]
     pub command: Vec<String>,
 }
 
-/// Options that take a value, so the value is not mistaken for the command.
-const VALUED: [&str; 15] = [
-    "-n",
-    "--np",
-    "-H",
-    "--hosts",
-    "--hostfile",
-    "-p",
-    "--ssh-port",
-    "-i",
-    "--ssh-identity-file",
-    "--ssh-option",
-    "--network-interface",
-    "--output-filename",
-    "--start-timeout",
-    "--grace",
-    "-x",
+/// mpirun's and horovodrun's single-dash spellings of long options.
+const SINGLE_DASH: [(&str, &str); 4] = [
+    ("-np", "--np"),
+    ("-cb", "--check-build"),
+    ("-hostfile", "--hostfile"),
+    ("-prefix-timestamp", "--prefix-output-with-timestamp"),
 ];
 
-/// Rewrites mpirun's single-dash `-np` to `--np`, only among hvdrun's own options (the
-/// command's arguments are left as they are).
+/// How many values follow `flag` among hvdrun's own options (0 for a switch or an
+/// unknown option, which clap then refuses).
+fn values_after(flag: &str) -> usize {
+    let command = Cli::command();
+    let found = command.get_arguments().find(|arg| {
+        let long = flag.strip_prefix("--");
+        let short = flag.strip_prefix('-').and_then(|s| {
+            let mut chars = s.chars();
+            chars.next().filter(|_| chars.next().is_none())
+        });
+        long.is_some_and(|l| {
+            arg.get_long() == Some(l) || arg.get_all_aliases().is_some_and(|a| a.contains(&l))
+        }) || short.is_some_and(|c| arg.get_short() == Some(c))
+    });
+    match found {
+        Some(arg) if arg.get_action().takes_values() => arg
+            .get_num_args()
+            .map_or(1, |range| range.min_values().max(1)),
+        _ => 0,
+    }
+}
+
+/// Rewrites the single-dash long options of mpirun and horovodrun (`-np`, `-cb`,
+/// `-hostfile`) to hvdrun's, only among hvdrun's own options: the command and its
+/// arguments are left as they are.
 pub fn mpirun_style(args: impl IntoIterator<Item = String>) -> Vec<String> {
     let mut args = args.into_iter();
     let mut out: Vec<String> = args.next().into_iter().collect();
     while let Some(arg) = args.next() {
-        let takes_value = arg == "-np" || VALUED.contains(&arg.as_str());
+        let arg = SINGLE_DASH
+            .iter()
+            .find(|(single, _)| *single == arg)
+            .map_or(arg, |(_, long)| long.to_string());
         let is_option = arg.starts_with('-') && arg != "--";
-        out.push(if arg == "-np" { "--np".into() } else { arg });
-        if takes_value {
-            out.extend(args.next());
-        } else if !is_option {
+        let values = if arg.contains('=') {
+            0
+        } else {
+            values_after(&arg)
+        };
+        out.push(arg);
+        if !is_option {
             break;
         }
+        out.extend(args.by_ref().take(values));
     }
     out.extend(args);
     out
@@ -179,6 +259,149 @@ mod tests {
         assert_eq!(
             mpirun_style(strings(&["hvdrun", "-np", "2", "--", "prog", "-np"])),
             strings(&["hvdrun", "--np", "2", "--", "prog", "-np"])
+        );
+        let cooldown = [
+            "hvdrun",
+            "--blacklist-cooldown-range",
+            "5",
+            "60",
+            "prog",
+            "-np",
+        ];
+        assert_eq!(
+            mpirun_style(strings(&cooldown)),
+            strings(&cooldown),
+            "both values are hvdrun's, the command starts after them"
+        );
+        assert_eq!(
+            mpirun_style(strings(&[
+                "hvdrun",
+                "-hostfile",
+                "hosts",
+                "--timeline-filename",
+                "-np",
+                "prog",
+                "-cb"
+            ])),
+            strings(&[
+                "hvdrun",
+                "--hostfile",
+                "hosts",
+                "--timeline-filename",
+                "-np",
+                "prog",
+                "-cb"
+            ])
+        );
+    }
+
+    fn parse(args: &[&str]) -> Result<Cli, String> {
+        Cli::try_parse_from(mpirun_style(strings(args))).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn horovods_ci_line_runs_the_command_with_its_own_options() {
+        let cli = parse(&[
+            "horovodrun",
+            "-np",
+            "2",
+            "-H",
+            "localhost:2",
+            "--gloo",
+            "pytest",
+            "-v",
+            "x.py",
+        ])
+        .unwrap();
+        assert_eq!(cli.np, Some(2));
+        assert!(cli.horovod.gloo);
+        assert_eq!(cli.command, ["pytest", "-v", "x.py"]);
+    }
+
+    #[test]
+    fn an_unknown_option_is_refused_not_run() {
+        let err = parse(&["hvdrun", "-np", "2", "--glo", "python", "train.py"]).unwrap_err();
+        assert!(
+            err.starts_with("error: unexpected argument '--glo' found"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn horovods_tuning_flags_set_the_ranks_variables() {
+        let cli = parse(&[
+            "horovodrun",
+            "-np",
+            "2",
+            "--fusion-threshold-mb",
+            "32",
+            "--cycle-time-ms",
+            "2.5",
+            "--cache-capacity",
+            "0",
+            "--no-hierarchical-allreduce",
+            "--autotune",
+            "--timeline-filename",
+            "t.json",
+            "--timeline-mark-cycles",
+            "--stall-check-warning-time-seconds",
+            "30",
+            "--stall-check-shutdown-time-seconds",
+            "60",
+            "--gloo-timeout-seconds",
+            "20",
+            "--log-level",
+            "WARNING",
+            "--tcp",
+            "--disable-cache",
+            "--verbose",
+            "--network-interfaces",
+            "lo",
+            "prog",
+        ])
+        .unwrap();
+        let env = cli.horovod.environment().unwrap();
+        let shown: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        assert_eq!(
+            shown,
+            [
+                "HVD_FUSION_THRESHOLD=32MiB",
+                "HVD_CYCLE_TIME=2.5ms",
+                "HVD_CACHE_CAPACITY=0",
+                "HVD_HIERARCHICAL_ALLREDUCE=0",
+                "HVD_AUTOTUNE=1",
+                "HVD_TIMELINE=t.json",
+                "HVD_TIMELINE_MARK_CYCLES=1",
+                "HVD_STALL_CHECK_TIME=30s",
+                "HVD_STALL_SHUTDOWN_TIME=60s",
+                "HVD_TIMEOUT=20s",
+                "HVD_LOG_LEVEL=WARNING",
+                "HVD_BACKEND=tcp",
+            ]
+        );
+        assert_eq!(cli.network_interface.as_deref(), Some("lo"));
+        assert!(cli.verbose && cli.horovod.disable_cache);
+    }
+
+    #[test]
+    fn flags_hvd_has_no_meaning_for_are_refused_with_the_reason() {
+        let refused = |args: &[&str]| {
+            let mut all = vec!["horovodrun", "-np", "2"];
+            all.extend_from_slice(args);
+            all.push("prog");
+            parse(&all).unwrap().horovod.environment().unwrap_err()
+        };
+        assert_eq!(
+            refused(&["--mpi"]),
+            "--mpi is not supported: hvdrun starts its ranks itself; to use MPI, start the program with mpirun (hvd picks its MPI transport there when built with it)"
+        );
+        assert_eq!(
+            refused(&["--hierarchical-allgather"]),
+            "--hierarchical-allgather is not supported: hvd has no hierarchical allgather"
+        );
+        assert_eq!(
+            refused(&["--mpi-args=--bind-to none"]),
+            "--mpi-args is not supported: hvdrun starts its ranks itself; to use MPI, start the program with mpirun (hvd picks its MPI transport there when built with it)"
         );
     }
 

@@ -4,12 +4,14 @@
 
 mod check;
 mod cli;
+mod horovod;
 mod probe;
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use hvdrun::elastic::{Elastic, HostSource};
 use hvdrun::{Host, Job, JobOutcome, Output, Ssh, parse_hostfile, parse_hosts};
 
 use cli::Cli;
@@ -85,7 +87,13 @@ fn run(cli: &Cli) -> Result<JobOutcome, String> {
         .command
         .split_first()
         .ok_or("no command to run was given")?;
-    let np = cli.np.ok_or("-np N is required: how many ranks to start")?;
+    let np = match cli.np {
+        Some(np) => np,
+        None if cli.elastic || cli.host_discovery_script.is_some() => 1,
+        None => return Err("-np N is required: how many ranks to start".into()),
+    };
+    let mut env = cli.horovod.environment()?;
+    env.extend(cli::exported(&cli.env)?);
     let output = match &cli.output_filename {
         Some(dir) => Output::Files(dir.clone()),
         None => Output::Tagged,
@@ -97,14 +105,99 @@ fn run(cli: &Cli) -> Result<JobOutcome, String> {
         .start_timeout(seconds("start-timeout", cli.start_timeout)?)
         .handle_interrupts()
         .progress("hvdrun");
-    for (name, value) in cli::exported(&cli.env)? {
+    let hosts = hosts(cli)?;
+    if cli.verbose {
+        describe(np, hosts.as_deref(), &cli.command, &env);
+    }
+    for (name, value) in env {
         job = job.env(name, value);
     }
-    if let Some(hosts) = hosts(cli)? {
+    if let Some(hosts) = hosts {
         job = job.hosts(hosts);
     }
     if let Some(names) = &cli.network_interface {
         job = job.network_interface(names);
     }
-    job.run().map_err(|e| e.to_string())
+    match elastic(cli)? {
+        Some(elastic) => job.run_elastic(&elastic),
+        None => job.run(),
+    }
+    .map_err(|e| e.to_string())
+}
+
+/// The elastic options, for `--elastic` or `--host-discovery-script`; None otherwise.
+fn elastic(cli: &Cli) -> Result<Option<Elastic>, String> {
+    let source = match (&cli.host_discovery_script, cli.elastic) {
+        (Some(path), _) => HostSource::Script {
+            path: path.clone(),
+            slots_per_host: cli.slots_per_host.map(|n| n as usize),
+        },
+        (None, true) => HostSource::Fixed(hosts(cli)?.unwrap_or_else(|| {
+            vec![Host {
+                name: "localhost".into(),
+                slots: cli.np.map_or(1, |n| n as usize),
+            }]
+        })),
+        (None, false) => return Ok(None),
+    };
+    refuse_mpi(cli)?;
+    let min_np = cli
+        .min_np
+        .or(cli.np)
+        .ok_or("an elastic job needs --min-np N (or -np N): the fewest workers it may run with")?;
+    let mut elastic = Elastic::new(source, min_np as usize)
+        .timeout(seconds("elastic-timeout", cli.elastic_timeout)?);
+    if let Some(max_np) = cli.max_np {
+        elastic = elastic.max_np(max_np as usize);
+    }
+    if let Some(limit) = cli.reset_limit {
+        elastic = elastic.reset_limit(limit);
+    }
+    if let Some(range) = &cli.blacklist_cooldown_range {
+        let (least, most) = (range[0], range[1]);
+        if least > most {
+            return Err(format!(
+                "--blacklist-cooldown-range {least} {most}: MIN must not exceed MAX"
+            ));
+        }
+        elastic = elastic.cooldown(
+            seconds("blacklist-cooldown-range", least)?,
+            seconds("blacklist-cooldown-range", most)?,
+        );
+    }
+    Ok(Some(elastic))
+}
+
+/// MPI's world is fixed when the job starts: an elastic job cannot run over it.
+fn refuse_mpi(cli: &Cli) -> Result<(), String> {
+    let exported = cli::exported(&cli.env)?;
+    let backend = exported
+        .iter()
+        .find(|(name, _)| name == "HVD_BACKEND" || name == "HOROVOD_CPU_OPERATIONS")
+        .map(|(_, value)| value.clone())
+        .or_else(|| std::env::var("HVD_BACKEND").ok())
+        .or_else(|| std::env::var("HOROVOD_CPU_OPERATIONS").ok());
+    if backend.is_some_and(|b| b.trim().eq_ignore_ascii_case("mpi")) {
+        return Err("an elastic job cannot run over MPI, whose world is fixed when the job starts: use the default transport (unset HVD_BACKEND), which hvdrun's rounds can rebuild".into());
+    }
+    Ok(())
+}
+
+/// What `--verbose` prints before the job starts.
+fn describe(np: u32, hosts: Option<&[Host]>, command: &[String], env: &[(String, String)]) {
+    let placed = match hosts {
+        Some(hosts) => hosts
+            .iter()
+            .map(|h| format!("{}:{}", h.name, h.slots))
+            .collect::<Vec<_>>()
+            .join(","),
+        None => "this host".into(),
+    };
+    eprintln!(
+        "hvdrun: starting {np} rank(s) on {placed}: {}",
+        command.join(" ")
+    );
+    for (name, value) in env {
+        eprintln!("hvdrun: every rank gets {name}={value}");
+    }
 }

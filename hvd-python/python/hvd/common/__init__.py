@@ -1,0 +1,50 @@
+"""The framework-neutral half of hvd's Python fronts, shared by every framework module.
+
+- :mod:`hvd.common.basics`: the job (``init``, ``shutdown``, ``rank``, ``size``, ...), the
+  build probes (``mpi_built``, ``gloo_enabled``, ...) and the Timeline;
+- :mod:`hvd.common.ops`: the reduce ops (``Average``, ``Sum``, ..., ``Adasum``), the names
+  of unnamed operations, and the collectives on tensors described by pointer;
+- :mod:`hvd.common.process_sets`: ``ProcessSet``, ``global_process_set``,
+  ``add_process_set``, ``remove_process_set``.
+
+A framework module (``hvd.torch``) only turns its tensors into descriptions and back and
+wires the framework's hooks (autograd, optimizers).
+"""
+
+from hvd._hvd import (  # noqa: F401
+    HorovodInternalError,
+    HorovodTimeoutError,
+    MismatchError,
+    RankLostError,
+)
+from hvd.common.basics import (  # noqa: F401
+    ccl_built,
+    cross_rank,
+    cross_size,
+    cuda_built,
+    ddl_built,
+    gloo_built,
+    gloo_enabled,
+    init,
+    is_homogeneous,
+    is_initialized,
+    local_rank,
+    local_size,
+    mpi_built,
+    mpi_enabled,
+    mpi_threads_supported,
+    nccl_built,
+    rank,
+    rocm_built,
+    shutdown,
+    size,
+    start_timeline,
+    stop_timeline,
+)
+from hvd.common.ops import Adasum, Average, Max, Min, Product, ReduceOp, Sum  # noqa: F401
+from hvd.common.process_sets import (  # noqa: F401
+    ProcessSet,
+    add_process_set,
+    global_process_set,
+    remove_process_set,
+)

@@ -1,0 +1,149 @@
+"""Reduce ops, the names of operations, and the collectives on tensors described by
+pointer: ``(data pointer, byte length, dtype name, shape, owner)``, where ``owner`` is the
+framework's tensor, kept alive until the operation completes. Each function checks what
+does not depend on the framework and returns the native handle."""
+
+import ctypes
+import itertools
+import struct
+import warnings
+
+from hvd import _hvd
+from hvd.common.process_sets import root_in_set, set_id
+
+
+class ReduceOp:
+    """How allreduce and reducescatter combine the ranks' tensors."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return self.name.capitalize()
+
+
+Average = ReduceOp("average")
+Sum = ReduceOp("sum")
+Min = ReduceOp("min")
+Max = ReduceOp("max")
+Product = ReduceOp("product")
+# Horovod's scale-invariant combination (hvd's hvd_core::adasum), for allreduce and
+# DistributedOptimizer: floating-point tensors, a power-of-two number of ranks.
+Adasum = ReduceOp("adasum")
+
+_OPS = (Average, Sum, Min, Max, Product, Adasum)
+
+
+def resolve_op(op, average=None):
+    """The op of a call, from ``op`` or Horovod's deprecated ``average`` (default:
+    Average)."""
+    if op is not None:
+        if average is not None:
+            raise ValueError("The op parameter supersedes average. Please provide only one "
+                             "of them.")
+        if op not in _OPS:
+            raise ValueError(f"op must be one of hvd.Average, Sum, Min, Max, Product, "
+                             f"Adasum; got {op!r}")
+        return op
+    if average is not None:
+        warnings.warn("Parameter `average` has been replaced with `op` and will be removed "
+                      "in v1.0", DeprecationWarning)
+        return Average if average else Sum
+    return Average
+
+
+_unnamed = itertools.count()
+
+
+def restart_names():
+    """Numbers unnamed operations from 0 again: at the start of every job, so that every
+    rank's sequence starts alike."""
+    global _unnamed
+    _unnamed = itertools.count()
+
+
+def name_for(name, op):
+    """``name``, or for an unnamed operation ``<op>.noname.<n>``: matched across ranks by
+    the order of the calls, as in Horovod."""
+    return str(name) if name is not None else f"{op}.noname.{next(_unnamed)}"
+
+
+def allreduce_async(name, tensor, op, prescale_factor, postscale_factor, process_set):
+    """Starts an in-place allreduce (or Adasum) of the described tensor."""
+    return _hvd.allreduce_async(name_for(name, "allreduce"), tensor, op.name,
+                                float(prescale_factor), float(postscale_factor),
+                                set_id(process_set))
+
+
+def broadcast_async(name, tensor, root_rank, process_set):
+    """Starts an in-place broadcast from ``root_rank`` (a global rank)."""
+    root = root_in_set(root_rank, process_set, "broadcast")
+    return _hvd.broadcast_async(name_for(name, "broadcast"), tensor, root,
+                                set_id(process_set))
+
+
+def allgather_async(name, tensor, process_set):
+    """Starts an allgather along the first dimension; the result is new memory."""
+    if len(tensor[3]) == 0:
+        raise ValueError("allgather: the tensor needs at least one dimension")
+    return _hvd.allgather_async(name_for(name, "allgather"), tensor, set_id(process_set))
+
+
+def alltoall_async(name, tensor, splits, process_set):
+    """Starts an alltoall: ``splits[r]`` rows of the first dimension go to the set's
+    rank ``r`` (even splits when None)."""
+    shape = tensor[3]
+    if len(shape) == 0:
+        raise ValueError("alltoall: the tensor needs at least one dimension")
+    ranks = len(_hvd.process_set_ranks(set_id(process_set)))
+    if splits is None:
+        if shape[0] % ranks:
+            raise ValueError(f"alltoall: the first dimension ({shape[0]}) does not divide "
+                             f"evenly between {ranks} ranks; pass splits=")
+        splits = [shape[0] // ranks] * ranks
+    return _hvd.alltoall_async(name_for(name, "alltoall"), tensor, list(splits),
+                               set_id(process_set))
+
+
+def reducescatter_async(name, tensor, op, prescale_factor, postscale_factor, process_set):
+    """Starts a reducescatter: this rank's rows of the reduction, as new memory."""
+    if len(tensor[3]) == 0:
+        raise ValueError("reducescatter: the tensor needs at least one dimension")
+    return _hvd.reducescatter_async(name_for(name, "reducescatter"), tensor, op.name,
+                                    float(prescale_factor), float(postscale_factor),
+                                    set_id(process_set))
+
+
+def barrier(process_set):
+    """Returns once every member of the set has reached the barrier."""
+    _hvd.barrier(set_id(process_set))
+
+
+def join(process_set):
+    """This rank has no more data; returns the last rank to join."""
+    return _hvd.join(set_id(process_set))
+
+
+def _describe_bytes(buffer, dtype="uint8", shape=None):
+    """A description of a bytearray's memory (it owns itself)."""
+    address = ctypes.addressof((ctypes.c_char * len(buffer)).from_buffer(buffer)) \
+        if buffer else 0
+    return (address, len(buffer), dtype, shape or [len(buffer)], buffer)
+
+
+def allgather_bytes(data, name, process_set=None):
+    """Every member's ``data`` (bytes), as a list in rank order: for Python objects,
+    without a framework."""
+    lengths = bytearray(struct.pack("=q", len(data)))
+    counts = _hvd.allgather_async(f"{name}.lengths", _describe_bytes(lengths, "int64", [1]),
+                                  set_id(process_set))
+    gathered = _hvd.allgather_async(f"{name}.data", _describe_bytes(bytearray(data)),
+                                    set_id(process_set))
+    raw_counts, _ = counts.wait()
+    sizes = struct.unpack(f"={len(raw_counts) // 8}q", bytes(raw_counts))
+    raw, _ = gathered.wait()
+    out, at = [], 0
+    for n in sizes:
+        out.append(bytes(raw[at:at + n]))
+        at += n
+    return out

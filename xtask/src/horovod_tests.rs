@@ -1,0 +1,322 @@
+//! `cargo xtask horovod-tests`: Horovod's own PyTorch test suite and two of its examples,
+//! run unmodified against this tree's `hvd.torch` by the suite's runner (`run.sh`: the
+//! whole file in one 2-rank job as Horovod's CI runs it, every test in a job of its own,
+//! and the examples), judged test by test. Anything that is not passed, or skipped or
+//! failed for a reason listed here, fails the command.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use crate::python;
+use crate::workspace_root;
+
+mod junit;
+mod verdict;
+
+use verdict::{Outcome, Verdict, judge};
+
+/// The variable that says where the suite is, when it is not beside the repository.
+const SUITE_VAR: &str = "HVD_HOROVOD_TESTS";
+
+/// What the runner prints for each example, when they run.
+const EXAMPLES: [&str; 5] = [
+    "synthetic benchmark plain",
+    "synthetic benchmark --fp16-allreduce",
+    "synthetic benchmark --use-adasum",
+    "mnist (synthetic files)",
+    "mnist through horovod.run (--num-proc 2)",
+];
+
+/// Which parts of the suite to run: `run.sh`'s own modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Whole,
+    Isolated,
+    Examples,
+}
+
+impl Part {
+    fn runner_mode(self) -> &'static str {
+        match self {
+            Part::Whole => "whole",
+            Part::Isolated => "iso",
+            Part::Examples => "examples",
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Options {
+    suite: Option<PathBuf>,
+    parts: Vec<Part>,
+    only: Option<String>,
+}
+
+impl Options {
+    fn parse(args: &[String]) -> Result<Options, String> {
+        let mut options = Options {
+            suite: None,
+            parts: vec![Part::Whole, Part::Isolated, Part::Examples],
+            only: None,
+        };
+        let mut args = args.iter();
+        while let Some(arg) = args.next() {
+            let mut value = |name: &str| {
+                args.next()
+                    .cloned()
+                    .ok_or_else(|| format!("horovod-tests: {name} needs a value"))
+            };
+            match arg.as_str() {
+                "--suite" => options.suite = Some(PathBuf::from(value("--suite")?)),
+                "--only" => options.only = Some(value("--only")?),
+                "--parts" => {
+                    options.parts = value("--parts")?
+                        .split(',')
+                        .map(|p| match p.trim() {
+                            "whole" => Ok(Part::Whole),
+                            "iso" => Ok(Part::Isolated),
+                            "examples" => Ok(Part::Examples),
+                            other => Err(format!(
+                                "horovod-tests: --parts takes whole, iso and examples \
+                                 (comma-separated), got {other:?}"
+                            )),
+                        })
+                        .collect::<Result<_, _>>()?;
+                }
+                other => return Err(format!("horovod-tests: unknown option {other:?}")),
+            }
+        }
+        Ok(options)
+    }
+}
+
+/// The suite: `--suite`, else `HVD_HOROVOD_TESTS`, else `../shared/horovod-tests` beside
+/// the repository; an error saying where it looked when it is not there.
+fn locate(given: Option<PathBuf>, root: &Path) -> Result<PathBuf, String> {
+    let (dir, from) = match (given, std::env::var_os(SUITE_VAR)) {
+        (Some(dir), _) => (dir, "--suite".to_string()),
+        (None, Some(dir)) => (PathBuf::from(dir), SUITE_VAR.to_string()),
+        (None, None) => (
+            root.join("../shared/horovod-tests"),
+            "the default, beside the repository".to_string(),
+        ),
+    };
+    if dir.join("run.sh").is_file() {
+        return Ok(dir);
+    }
+    Err(format!(
+        "Horovod's test suite is not at {} ({from}): no run.sh there. Pass --suite DIR or \
+         set {SUITE_VAR} to the directory holding run.sh, upstream/ and shim/",
+        dir.display()
+    ))
+}
+
+/// Runs `run.sh <mode>`, showing its output as it comes; returns the lines it printed.
+fn run_part(
+    suite: &Path,
+    part: Part,
+    env: &[(&str, &std::ffi::OsStr)],
+) -> Result<Vec<String>, String> {
+    let mut command = Command::new(suite.join("run.sh"));
+    command.arg(part.runner_mode()).stdout(Stdio::piped());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let mut child = command
+        .spawn()
+        .map_err(|e| format!("could not run {}: {e}", suite.join("run.sh").display()))?;
+    let mut lines = Vec::new();
+    if let Some(stdout) = child.stdout.take() {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            println!("{line}");
+            lines.push(line);
+        }
+    }
+    let status = child.wait().map_err(|e| format!("run.sh: {e}"))?;
+    // run.sh exits non-zero only when it cannot run at all (no venv, no hvdrun).
+    if !status.success() {
+        return Err(format!(
+            "run.sh {} failed to run ({status})",
+            part.runner_mode()
+        ));
+    }
+    Ok(lines)
+}
+
+/// The examples' verdicts from the runner's `<example>: rc=N` lines.
+fn examples(lines: &[String]) -> Vec<(String, Verdict)> {
+    EXAMPLES
+        .iter()
+        .map(|label| {
+            let rc = lines
+                .iter()
+                .rev()
+                .find_map(|l| l.strip_prefix(&format!("{label}: rc=")));
+            let verdict = match rc {
+                Some("0") => Verdict::Passed,
+                Some(code) => Verdict::Unexpected(format!("exited with code {code}")),
+                None => Verdict::Unexpected("did not run".into()),
+            };
+            (label.to_string(), verdict)
+        })
+        .collect()
+}
+
+/// The tests of one run (`whole` or `iso`) with each one's verdict.
+fn judged_run(results: &Path, part: Part) -> Vec<(String, Outcome, Verdict)> {
+    let outcomes = match part {
+        Part::Whole => junit::whole(&results.join("whole")),
+        _ => junit::isolated(&results.join("iso")),
+    };
+    outcomes
+        .into_iter()
+        .map(|(test, outcome)| {
+            let verdict = judge(&test, &outcome);
+            (test, outcome, verdict)
+        })
+        .collect()
+}
+
+fn counts(judged: &[(String, Outcome, Verdict)]) -> String {
+    let passed = judged.iter().filter(|j| j.2 == Verdict::Passed).count();
+    let excused = judged
+        .iter()
+        .filter(|j| matches!(j.2, Verdict::Excused(_)))
+        .count();
+    let unexpected = judged.len() - passed - excused;
+    format!(
+        "{} tests: {passed} passed, {excused} skipped or failed for a listed reason, \
+         {unexpected} unexpected",
+        judged.len()
+    )
+}
+
+pub fn run(args: &[String]) -> Result<(), String> {
+    let options = Options::parse(args)?;
+    let root = workspace_root();
+    let suite = locate(options.suite.clone(), &root)?;
+    let venv = python::venv();
+    python::ready(&venv).map_err(|why| {
+        format!(
+            "horovod-tests: {why}; make it with: {} (then set HVD_VENV if it is elsewhere)",
+            python::install_hint(&venv)
+        )
+    })?;
+    println!(
+        "horovod-tests: suite {}, environment {}",
+        suite.display(),
+        venv.display()
+    );
+    if options.parts.contains(&Part::Examples) {
+        python::ensure_torchvision(&venv)?;
+    }
+    let path = python::install_wheel(&root, &venv)?;
+    let results = root.join("target/horovod-tests");
+    let _ = std::fs::remove_dir_all(&results);
+    std::fs::create_dir_all(&results).map_err(|e| format!("{}: {e}", results.display()))?;
+    let mut env: Vec<(&str, &std::ffi::OsStr)> = vec![
+        ("HVD_VENV", venv.as_os_str()),
+        ("RESULTS", results.as_os_str()),
+        ("PATH", path.as_os_str()),
+    ];
+    if let Some(only) = &options.only {
+        env.push(("ONLY", std::ffi::OsStr::new(only)));
+    }
+
+    let mut report = Vec::new();
+    let mut unexpected = Vec::new();
+    for &part in &options.parts {
+        let started = Instant::now();
+        let lines = run_part(&suite, part, &env)?;
+        let took = started.elapsed().as_secs();
+        let judged = match part {
+            Part::Examples => examples(&lines)
+                .into_iter()
+                .map(|(label, v)| (label, Outcome::passed(), v))
+                .collect(),
+            _ => judged_run(&results, part),
+        };
+        if judged.is_empty() {
+            unexpected.push(format!("{}: no results at all", part.runner_mode()));
+        }
+        for (test, outcome, verdict) in &judged {
+            if let Verdict::Unexpected(why) = verdict {
+                unexpected.push(format!("{} {test}: {why} ({outcome})", part.runner_mode()));
+            }
+        }
+        report.push(format!(
+            "  {:<8} {:>4}s  {}",
+            part.runner_mode(),
+            took,
+            counts(&judged)
+        ));
+        for (test, _, verdict) in &judged {
+            if let Verdict::Excused(why) = verdict {
+                report.push(format!("             {test}: {why}"));
+            }
+        }
+    }
+    println!("horovod-tests: results in {}", results.display());
+    for line in &report {
+        println!("{line}");
+    }
+    if unexpected.is_empty() {
+        println!("horovod-tests: ok");
+        return Ok(());
+    }
+    for line in &unexpected {
+        println!("  UNEXPECTED {line}");
+    }
+    Err(format!(
+        "horovod-tests: {} unexpected result(s); logs in {}",
+        unexpected.len(),
+        results.display()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_suite_says_where_it_looked_and_how_to_point_elsewhere() {
+        let err = locate(Some(PathBuf::from("/nonexistent/suite")), Path::new("/")).unwrap_err();
+        assert_eq!(
+            err,
+            "Horovod's test suite is not at /nonexistent/suite (--suite): no run.sh there. \
+             Pass --suite DIR or set HVD_HOROVOD_TESTS to the directory holding run.sh, \
+             upstream/ and shim/"
+        );
+    }
+
+    #[test]
+    fn every_example_must_exit_zero() {
+        let lines: Vec<String> = [
+            "synthetic benchmark plain: rc=0",
+            "synthetic benchmark --fp16-allreduce: rc=0",
+            "synthetic benchmark --use-adasum: rc=1",
+            "mnist (synthetic files): rc=0",
+        ]
+        .map(String::from)
+        .to_vec();
+        let verdicts = examples(&lines);
+        assert_eq!(verdicts[0].1, Verdict::Passed);
+        assert_eq!(
+            verdicts[2].1,
+            Verdict::Unexpected("exited with code 1".into())
+        );
+        assert_eq!(verdicts[4].1, Verdict::Unexpected("did not run".into()));
+    }
+
+    #[test]
+    fn parts_are_runner_modes() {
+        let options = Options::parse(&["--parts".into(), "whole,examples".into()]).unwrap();
+        assert_eq!(options.parts, [Part::Whole, Part::Examples]);
+        assert_eq!(
+            Options::parse(&["--parts".into(), "all".into()]).unwrap_err(),
+            "horovod-tests: --parts takes whole, iso and examples (comma-separated), got \"all\""
+        );
+    }
+}

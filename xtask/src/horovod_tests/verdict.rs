@@ -1,0 +1,186 @@
+//! What counts as a pass: a test that passed on every rank, or one skipped or failed for
+//! a reason listed here, where the reason is the test's own and not hvd's.
+
+use std::fmt;
+
+/// One rank's outcome of a test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Passed,
+    Skipped,
+    /// A failure or an error.
+    Failed,
+}
+
+/// A test's outcome over every rank, with the first message a rank gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Same(Kind, String),
+    /// Ranks disagree (passed on one, skipped on the other).
+    Mixed(Vec<Kind>),
+    /// No result from this rank: killed, timed out, or never reached the test.
+    Missing(usize),
+}
+
+impl Outcome {
+    pub(crate) fn passed() -> Outcome {
+        Outcome::Same(Kind::Passed, String::new())
+    }
+
+    /// Combines each rank's outcome: a failure on any rank is the test's outcome.
+    pub(crate) fn of_ranks(ranks: &[Option<&(Kind, String)>]) -> Outcome {
+        if let Some(rank) = ranks.iter().position(Option::is_none) {
+            return Outcome::Missing(rank);
+        }
+        let seen: Vec<&(Kind, String)> = ranks.iter().flatten().copied().collect();
+        if let Some((_, message)) = seen.iter().find(|(k, _)| *k == Kind::Failed) {
+            return Outcome::Same(Kind::Failed, message.clone());
+        }
+        let first = seen[0].0;
+        if seen.iter().all(|(k, _)| *k == first) {
+            return Outcome::Same(first, seen[0].1.clone());
+        }
+        Outcome::Mixed(seen.iter().map(|(k, _)| *k).collect())
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Outcome::Same(Kind::Passed, _) => f.write_str("passed"),
+            Outcome::Same(Kind::Skipped, m) => write!(f, "skipped: {m}"),
+            Outcome::Same(Kind::Failed, m) => write!(f, "failed: {m}"),
+            Outcome::Mixed(kinds) => write!(f, "ranks disagree: {kinds:?}"),
+            Outcome::Missing(rank) => write!(f, "no result on rank {rank}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    Passed,
+    /// Not passed, for a listed reason that is not hvd's.
+    Excused(&'static str),
+    Unexpected(String),
+}
+
+/// Skipped because the test needs a GPU, whatever its name.
+const GPU_SKIPS: [&str; 2] = ["No GPUs available", "Not enough GPUs available"];
+
+/// Tests Horovod skips itself here: the test, its skip message, and why.
+const HOROVODS_OWN_SKIPS: [(&str, &str, &str); 3] = [
+    (
+        "test_broadcast_state_gpu",
+        "Skipped",
+        "Horovod's own skip (@unittest.skip; it also needs a GPU)",
+    ),
+    (
+        "test_timeline_api",
+        "https://github.com/horovod/horovod/issues/2496",
+        "Horovod's own skip (@pytest.mark.skip, horovod issue 2496)",
+    ),
+    (
+        "test_delta_optimizer",
+        "Adasum requires MPI",
+        "Horovod's own skip without MPI (hvd.mpi_enabled() is False; it also needs a GPU)",
+    ),
+];
+
+/// Horovod's optimizer sweeps try every class of `torch.optim`; torch 2.15's `Muon` takes
+/// 2-D parameters only and refuses the sweep's model before hvd is involved.
+const MUON_SWEEPS: [&str; 3] = [
+    "test_broadcast_state",
+    "test_broadcast_state_options",
+    "test_force_allreduce",
+];
+
+/// Whether a test's outcome passes.
+pub(crate) fn judge(test: &str, outcome: &Outcome) -> Verdict {
+    match outcome {
+        Outcome::Same(Kind::Passed, _) => Verdict::Passed,
+        Outcome::Same(Kind::Skipped, message) => {
+            if GPU_SKIPS.iter().any(|m| message.contains(m)) {
+                return Verdict::Excused("needs a GPU");
+            }
+            HOROVODS_OWN_SKIPS
+                .iter()
+                .find(|(name, skip, _)| *name == test && message.contains(skip))
+                .map_or_else(
+                    || Verdict::Unexpected(format!("skipped for a reason not listed: {message}")),
+                    |(_, _, why)| Verdict::Excused(why),
+                )
+        }
+        Outcome::Same(Kind::Failed, message)
+            if MUON_SWEEPS.contains(&test)
+                && message.contains("Muon only supports 2D parameters") =>
+        {
+            Verdict::Excused(
+                "torch's Muon takes 2-D parameters only (Horovod's sweep tries every torch.optim class)",
+            )
+        }
+        other => Verdict::Unexpected(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn skipped(message: &str) -> Outcome {
+        Outcome::Same(Kind::Skipped, message.into())
+    }
+
+    #[test]
+    fn listed_reasons_are_excused_and_nothing_else() {
+        assert_eq!(
+            judge("test_model_parallelism", &skipped("No GPUs available")),
+            Verdict::Excused("needs a GPU")
+        );
+        assert!(matches!(
+            judge(
+                "test_timeline_api",
+                &skipped("https://github.com/horovod/horovod/issues/2496")
+            ),
+            Verdict::Excused(_)
+        ));
+        assert_eq!(
+            judge("test_horovod_reinit", &skipped("Gloo is not available")),
+            Verdict::Unexpected("skipped for a reason not listed: Gloo is not available".into())
+        );
+        let muon = Outcome::Same(
+            Kind::Failed,
+            "ValueError: Muon only supports 2D parameters whereas we found ...".into(),
+        );
+        assert!(matches!(
+            judge("test_force_allreduce", &muon),
+            Verdict::Excused(_)
+        ));
+        assert_eq!(
+            judge("test_horovod_allreduce", &muon),
+            Verdict::Unexpected(
+                "failed: ValueError: Muon only supports 2D parameters whereas we found ...".into()
+            )
+        );
+        let other = Outcome::Same(Kind::Failed, "AssertionError".into());
+        assert!(matches!(
+            judge("test_broadcast_state", &other),
+            Verdict::Unexpected(_)
+        ));
+    }
+
+    #[test]
+    fn a_failure_on_any_rank_fails_the_test_and_ranks_must_agree() {
+        let pass = (Kind::Passed, String::new());
+        let fail = (Kind::Failed, "boom".to_string());
+        let skip = (Kind::Skipped, "why".to_string());
+        assert_eq!(
+            Outcome::of_ranks(&[Some(&pass), Some(&fail)]),
+            Outcome::Same(Kind::Failed, "boom".into())
+        );
+        assert_eq!(
+            Outcome::of_ranks(&[Some(&pass), Some(&skip)]).to_string(),
+            "ranks disagree: [Passed, Skipped]"
+        );
+        assert_eq!(Outcome::of_ranks(&[Some(&pass), None]), Outcome::Missing(1));
+    }
+}
