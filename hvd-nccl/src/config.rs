@@ -2,8 +2,7 @@
 
 use std::time::Duration;
 
-use hvd_core::units::{TimeUnit, parse_duration};
-use hvd_core::{Error, Result};
+use hvd_core::{Error, Result, env};
 
 use crate::{driver, library};
 
@@ -29,8 +28,8 @@ impl Default for NcclConfig {
         NcclConfig {
             nccl_library: library::NAMES.iter().map(|n| n.to_string()).collect(),
             cuda_library: driver::NAMES.iter().map(|n| n.to_string()).collect(),
-            start_timeout: Duration::from_secs(30),
-            op_timeout: Duration::from_secs(60),
+            start_timeout: env::DEFAULT_START_TIMEOUT,
+            op_timeout: env::DEFAULT_OP_TIMEOUT,
             device: None,
         }
     }
@@ -43,8 +42,8 @@ impl NcclConfig {
     /// |---|---|---|
     /// | `HVD_NCCL_LIBRARY` | `nccl_library` | a path or a library name |
     /// | `HVD_CUDA_LIBRARY` | `cuda_library` | a path or a library name |
-    /// | `HVD_START_TIMEOUT` | `start_timeout` | seconds, e.g. `30` or `2.5` |
-    /// | `HVD_NCCL_TIMEOUT` | `op_timeout` | seconds |
+    /// | `HVD_START_TIMEOUT` (alias `HOROVOD_START_TIMEOUT`) | `start_timeout` | seconds, e.g. `30` or `2.5` |
+    /// | `HVD_NCCL_TIMEOUT`, else the job's `HVD_TIMEOUT` (alias `HOROVOD_GLOO_TIMEOUT_SECONDS`) | `op_timeout` | seconds |
     /// | `HVD_NCCL_DEVICE` | `device` | a CUDA device ordinal |
     ///
     /// A malformed value is an [`Error::Config`] naming the variable and the form.
@@ -62,11 +61,11 @@ impl NcclConfig {
             cuda_library: libraries(driver::CUDA_LIBRARY_VAR, driver::NAMES),
             ..NcclConfig::default()
         };
-        if let Some(value) = var("HVD_START_TIMEOUT") {
-            config.start_timeout = seconds("HVD_START_TIMEOUT", &value)?;
+        if let Some(timeout) = env::start_timeout(&var)? {
+            config.start_timeout = timeout;
         }
-        if let Some(value) = var("HVD_NCCL_TIMEOUT") {
-            config.op_timeout = seconds("HVD_NCCL_TIMEOUT", &value)?;
+        if let Some(timeout) = env::op_timeout(&var, "HVD_NCCL_TIMEOUT")? {
+            config.op_timeout = timeout;
         }
         if let Some(value) = var("HVD_NCCL_DEVICE") {
             config.device = Some(value.trim().parse().map_err(|_| Error::Config {
@@ -85,19 +84,6 @@ impl NcclConfig {
         self.cuda_library = vec![cuda.into()];
         self
     }
-}
-
-/// A positive duration (`30`, `2.5`, `500ms`; a bare number is in seconds).
-fn seconds(name: &str, value: &str) -> Result<Duration> {
-    let duration = parse_duration(name, value, TimeUnit::Seconds)?;
-    if duration.is_zero() {
-        return Err(Error::Config {
-            name: name.into(),
-            value: value.into(),
-            expected: "a positive duration such as 30, 2.5 or 5m".into(),
-        });
-    }
-    Ok(duration)
 }
 
 #[cfg(test)]
@@ -123,6 +109,14 @@ mod tests {
         assert_eq!(config.start_timeout, Duration::from_millis(2500));
         assert_eq!(config.op_timeout, Duration::from_millis(500));
         assert_eq!(config.device, Some(3));
+    }
+
+    #[test]
+    fn the_jobs_timeout_applies_unless_nccls_own_is_set() {
+        let job = from(&[("HVD_TIMEOUT", "2")]).unwrap();
+        assert_eq!(job.op_timeout, Duration::from_secs(2));
+        let both = from(&[("HVD_TIMEOUT", "2"), ("HVD_NCCL_TIMEOUT", "5")]).unwrap();
+        assert_eq!(both.op_timeout, Duration::from_secs(5));
     }
 
     #[test]
