@@ -82,6 +82,11 @@ impl<'a> Context<'a> {
         self.group.topology().size()
     }
 
+    /// Whether the suite runs on device memory (a device transport's).
+    pub fn on_device(&self) -> bool {
+        self.memory.is_some()
+    }
+
     /// A buffer holding `bytes`: on the device under test (copied there on its memory's
     /// stream, so the transport must wait for it), or in host memory.
     pub fn buffer(&self, bytes: Vec<u8>) -> Result<Buffer, String> {
