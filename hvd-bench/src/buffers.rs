@@ -1,5 +1,8 @@
 //! The buffers one benchmarked collective works on, and how to verify its result.
 
+use std::sync::Arc;
+
+use hvd::core::{DeviceBlock, DeviceMemory};
 use hvd::{Collective, DType, Reduction, Result, Tensor, TensorMut};
 use hvd_core::conformance::{compare, values};
 
@@ -7,6 +10,56 @@ use crate::args::BenchOp;
 
 /// Salt of the check values, so they differ from other suites' patterns.
 const SALT: usize = 7;
+
+/// Bytes on the host, or in device memory (for a device transport).
+enum Storage {
+    Host(Vec<u8>),
+    Device(DeviceBlock),
+}
+
+impl Storage {
+    fn new(bytes: Vec<u8>, memory: Option<&Arc<dyn DeviceMemory>>) -> Result<Storage> {
+        match memory {
+            None => Ok(Storage::Host(bytes)),
+            Some(memory) => DeviceBlock::with_contents(memory, &bytes).map(Storage::Device),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Storage::Host(bytes) => bytes.len(),
+            Storage::Device(block) => block.len(),
+        }
+    }
+
+    fn view_mut(&mut self, dtype: DType) -> Result<TensorMut<'_>> {
+        let len = self.len() / dtype.size();
+        match self {
+            Storage::Host(bytes) => TensorMut::from_bytes("bench", dtype, vec![len], bytes),
+            Storage::Device(block) => {
+                TensorMut::from_device("bench", dtype, vec![len], block.buffer())
+            }
+        }
+    }
+
+    fn view(&self, dtype: DType) -> Result<Tensor<'_>> {
+        let len = self.len() / dtype.size();
+        match self {
+            Storage::Host(bytes) => Tensor::from_bytes("bench", dtype, vec![len], bytes),
+            Storage::Device(block) => {
+                Tensor::from_device("bench", dtype, vec![len], block.buffer())
+            }
+        }
+    }
+
+    /// The bytes, read back from the device when they are there.
+    fn contents(&self) -> std::result::Result<Vec<u8>, String> {
+        match self {
+            Storage::Host(bytes) => Ok(bytes.clone()),
+            Storage::Device(block) => block.contents().map_err(|e| e.to_string()),
+        }
+    }
+}
 
 /// Input and output of one collective of `bytes` total size, on this rank.
 pub struct Buffers {
@@ -17,21 +70,20 @@ pub struct Buffers {
     np: usize,
     /// Elements each rank contributes per block (allgather, alltoall, reducescatter).
     block: usize,
-    input: Vec<u8>,
-    output: Vec<u8>,
+    input: Storage,
+    output: Storage,
 }
 
 impl Buffers {
     /// Buffers for `op` over `bytes` (rounded down to whole blocks, at least one element
-    /// per rank), holding this rank's check values.
+    /// per rank), holding this rank's check values, in `memory` when given (a device's).
     pub fn new(
         op: BenchOp,
         dtype: DType,
         reduction: Reduction,
-        bytes: usize,
-        rank: usize,
-        np: usize,
-    ) -> Self {
+        (bytes, rank, np): (usize, usize, usize),
+        memory: Option<&Arc<dyn DeviceMemory>>,
+    ) -> Result<Self> {
         let count = (bytes / dtype.size()).max(1);
         let block = (count / np).max(1);
         let (input_len, output_len) = match op {
@@ -41,16 +93,16 @@ impl Buffers {
             BenchOp::Reducescatter => (block * np, block),
         };
         let input = values::contribution(dtype, reduction.op, rank, input_len, SALT);
-        Buffers {
+        Ok(Buffers {
             op,
             dtype,
             reduction,
             rank,
             np,
             block,
-            input,
-            output: vec![0; output_len * dtype.size()],
-        }
+            input: Storage::new(input, memory)?,
+            output: Storage::new(vec![0; output_len * dtype.size()], memory)?,
+        })
     }
 
     /// The bytes the size column reports (nccl-tests' convention: the whole buffer, or
@@ -70,42 +122,26 @@ impl Buffers {
     /// Runs the collective once.
     pub fn run(&mut self, group: &dyn Collective) -> Result<()> {
         let (dtype, np, block) = (self.dtype, self.np, self.block);
-        let input_len = self.input.len() / dtype.size();
-        let output_len = self.output.len() / dtype.size();
         let blocks = vec![block; np];
         match self.op {
-            BenchOp::Allreduce => group.allreduce(
-                &mut [TensorMut::from_bytes(
-                    "bench",
-                    dtype,
-                    vec![input_len],
-                    &mut self.input,
-                )?],
-                self.reduction,
-            ),
-            BenchOp::Broadcast => group.broadcast(
-                &mut [TensorMut::from_bytes(
-                    "bench",
-                    dtype,
-                    vec![input_len],
-                    &mut self.input,
-                )?],
-                0,
-            ),
+            BenchOp::Allreduce => {
+                group.allreduce(&mut [self.input.view_mut(dtype)?], self.reduction)
+            }
+            BenchOp::Broadcast => group.broadcast(&mut [self.input.view_mut(dtype)?], 0),
             BenchOp::Allgather => group.allgather(
-                &Tensor::from_bytes("bench", dtype, vec![input_len], &self.input)?,
-                &mut TensorMut::from_bytes("bench", dtype, vec![output_len], &mut self.output)?,
+                &self.input.view(dtype)?,
+                &mut self.output.view_mut(dtype)?,
                 &blocks,
             ),
             BenchOp::Alltoall => group.alltoall(
-                &Tensor::from_bytes("bench", dtype, vec![input_len], &self.input)?,
+                &self.input.view(dtype)?,
                 &blocks,
-                &mut TensorMut::from_bytes("bench", dtype, vec![output_len], &mut self.output)?,
+                &mut self.output.view_mut(dtype)?,
                 &blocks,
             ),
             BenchOp::Reducescatter => group.reducescatter(
-                &Tensor::from_bytes("bench", dtype, vec![input_len], &self.input)?,
-                &mut TensorMut::from_bytes("bench", dtype, vec![output_len], &mut self.output)?,
+                &self.input.view(dtype)?,
+                &mut self.output.view_mut(dtype)?,
                 &blocks,
                 self.reduction,
             ),
@@ -122,17 +158,17 @@ impl Buffers {
             BenchOp::Allreduce => {
                 let len = self.input.len() / width;
                 let expected = values::reduced(dtype, self.reduction, np, len, SALT);
-                compare("bench", dtype, &expected, &self.input)
+                compare("bench", dtype, &expected, &self.input.contents()?)
             }
             BenchOp::Broadcast => compare(
                 "bench",
                 dtype,
                 &contribution(0, self.input.len() / width),
-                &self.input,
+                &self.input.contents()?,
             ),
             BenchOp::Allgather => {
                 let expected: Vec<u8> = (0..np).flat_map(|r| contribution(r, block)).collect();
-                compare("bench", dtype, &expected, &self.output)
+                compare("bench", dtype, &expected, &self.output.contents()?)
             }
             BenchOp::Alltoall => {
                 // Block `rank` of every source's input lands at block `source` here.
@@ -142,7 +178,7 @@ impl Buffers {
                         all[rank * block * width..(rank + 1) * block * width].to_vec()
                     })
                     .collect();
-                compare("bench", dtype, &expected, &self.output)
+                compare("bench", dtype, &expected, &self.output.contents()?)
             }
             BenchOp::Reducescatter => {
                 let whole = values::reduced(dtype, self.reduction, np, block * np, SALT);
@@ -150,7 +186,7 @@ impl Buffers {
                     "bench",
                     dtype,
                     &whole[rank * block * width..(rank + 1) * block * width],
-                    &self.output,
+                    &self.output.contents()?,
                 )
             }
         }

@@ -5,7 +5,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use hvd::{Collective, Config, Hvd, ReduceOp, Result};
+use hvd::{Buffer, Collective, Config, Hvd, ReduceOp, Result};
+
+use crate::device::Device;
 
 /// One variant of the experiment.
 struct Variant {
@@ -58,25 +60,40 @@ pub fn step_time(
     split: bool,
     iters: usize,
 ) -> Result<f64> {
+    timed_steps(hvd, tensors, elements, split, iters, |len| {
+        Ok(vec![1e-3f32; len])
+    })
+}
+
+/// [`step_time`] over tensors that `make` creates with a given number of elements.
+fn timed_steps<B: Buffer>(
+    hvd: &Hvd,
+    tensors: usize,
+    elements: usize,
+    split: bool,
+    iters: usize,
+    make: impl Fn(usize) -> Result<B>,
+) -> Result<f64> {
     let (count, len) = if split {
         (tensors, elements)
     } else {
         (1, tensors * elements)
     };
     let names: Vec<String> = (0..count).map(|i| format!("grad.{i}")).collect();
-    let mut held: Vec<Option<Vec<f32>>> = vec![Some(vec![1e-3f32; len]); count];
+    let mut held: Vec<B> = (0..count).map(|_| make(len)).collect::<Result<_>>()?;
     let mut times = Vec::with_capacity(iters);
     for _ in 0..iters + 2 {
         hvd.barrier()?;
         let start = Instant::now();
         let handles = names
             .iter()
-            .zip(held.iter_mut())
-            .map(|(n, t)| hvd.allreduce_async(n, t.take().unwrap_or_default(), ReduceOp::Average))
+            .zip(std::mem::take(&mut held))
+            .map(|(n, t)| hvd.allreduce_async(n, t, ReduceOp::Average))
             .collect::<Result<Vec<_>>>()?;
-        for (slot, h) in held.iter_mut().zip(handles) {
-            *slot = Some(h.wait()?);
-        }
+        held = handles
+            .into_iter()
+            .map(|h| h.wait())
+            .collect::<Result<_>>()?;
         times.push(start.elapsed().as_secs_f64() * 1e6);
     }
     // The first two steps negotiate and warm up; they are not timed.
@@ -85,9 +102,34 @@ pub fn step_time(
     Ok(slowest[slowest.len() / 2])
 }
 
-/// Runs every variant over `transport`; rank 0 prints the table.
+/// [`step_time`] with the tensors in the memory of `device`.
+#[cfg(feature = "nccl")]
+fn device_step_time(
+    hvd: &Hvd,
+    device: &Device,
+    tensors: usize,
+    elements: usize,
+    split: bool,
+    iters: usize,
+) -> Result<f64> {
+    timed_steps(hvd, tensors, elements, split, iters, |len| {
+        hvd::device::DeviceVec::from_slice(&device.memory, &vec![1e-3f32; len])
+    })
+}
+
+#[cfg(not(feature = "nccl"))]
+fn device_step_time(_: &Hvd, _: &Device, _: usize, _: usize, _: bool, _: usize) -> Result<f64> {
+    Err(hvd::Error::Unsupported {
+        backend: "hvd-bench",
+        what: "device tensors in a build without the nccl feature".into(),
+    })
+}
+
+/// Runs every variant over `transport`, with tensors on the device of `device` when
+/// given; rank 0 prints the table.
 pub fn run(
     transport: Arc<dyn Collective>,
+    device: Option<Device>,
     tensors: usize,
     bytes: usize,
     iters: usize,
@@ -102,11 +144,19 @@ pub fn run(
             timeline: variant.timeline.then(trace_path),
             ..Config::from_env()?
         };
-        let hvd = hvd::Builder::new()
+        let mut builder = hvd::Builder::new()
             .collective(transport.clone())
-            .config(config)
-            .build()?;
-        let micros = step_time(&hvd, tensors, elements, variant.split, iters)?;
+            .config(config);
+        if let Some(device) = &device {
+            builder = builder.device_collective(device.collective.clone());
+        }
+        let hvd = builder.build()?;
+        let micros = match &device {
+            None => step_time(&hvd, tensors, elements, variant.split, iters)?,
+            Some(device) => {
+                device_step_time(&hvd, device, tensors, elements, variant.split, iters)?
+            }
+        };
         hvd.shutdown();
         if variant.timeline {
             let _ = std::fs::remove_file(trace_path());

@@ -11,6 +11,7 @@
 mod args;
 mod autotune;
 mod buffers;
+mod device;
 mod figure;
 mod fusion;
 mod jsonl;
@@ -69,6 +70,7 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
     }
     let backend: Backend = backend.parse().map_err(|e: hvd::Error| e.to_string())?;
     let world = transport::world(backend).map_err(|e| e.to_string())?;
+    let host = backend.host(&world).map_err(|e| e.to_string())?;
     if let Some(np) = np
         && np != world.size
     {
@@ -77,20 +79,39 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
             world.size
         ));
     }
-    let group = transport::connect(backend, &world).map_err(|e| e.to_string())?;
+    let group: Arc<dyn Collective> =
+        Arc::from(transport::connect(host, &world).map_err(|e| e.to_string())?);
+    let device = device::connect(backend, &world, group.topology()).map_err(|e| e.to_string())?;
+    let host_only = |what: &str| {
+        format!(
+            "the {what} benchmark runs host tensors: run it with a host transport, not {backend}"
+        )
+    };
     let wrong = match &cli.command {
+        Command::Runtime(_) if device.is_some() => return Err(host_only("runtime")),
+        Command::Autotune(_) if device.is_some() => return Err(host_only("autotune")),
         Command::Runtime(r) => {
-            runtime::run(Arc::from(group), r.bytes, r.tensors, r.iters, r.json).map(|()| false)
+            runtime::run(group, r.bytes, r.tensors, r.iters, r.json).map(|()| false)
         }
         Command::Fusion(f) => {
-            fusion::run(Arc::from(group), f.tensors, f.bytes, f.iters, f.json).map(|()| false)
+            fusion::run(group, device, f.tensors, f.bytes, f.iters, f.json).map(|()| false)
         }
         Command::Autotune(a) => {
             let f = &a.workload;
-            autotune::run(Arc::from(group), f.tensors, f.bytes, f.iters, a.repeats).map(|()| false)
+            autotune::run(group, f.tensors, f.bytes, f.iters, a.repeats).map(|()| false)
         }
         command => match command.sweep() {
-            Some((sweep, op)) => sweep_sizes(group.as_ref(), backend, sweep, op),
+            Some((sweep, op)) => {
+                // Device tensors go to the device transport, the timings over the host one.
+                let (group, memory): (Arc<dyn Collective>, _) = match device {
+                    Some(d) => (
+                        Arc::new(hvd::runtime::Router::new(group).with(d.collective)),
+                        Some(d.memory),
+                    ),
+                    None => (group, None),
+                };
+                sweep_sizes(group.as_ref(), backend, sweep, op, memory)
+            }
             None => Ok(false),
         },
     }
@@ -127,6 +148,7 @@ fn sweep_sizes(
     backend: Backend,
     sweep: &Sweep,
     op: BenchOp,
+    memory: Option<Arc<dyn hvd::core::DeviceMemory>>,
 ) -> hvd::Result<bool> {
     let sizes = sweep.sizes().map_err(|reason| hvd::Error::Config {
         name: "sizes (-b/-e/-f)".into(),
@@ -145,6 +167,7 @@ fn sweep_sizes(
         iters: sweep.iters,
         warmup: sweep.warmup,
         check: sweep.check,
+        memory,
     };
     let (rank, np) = (group.topology().rank(), group.topology().size());
     if rank == 0 && !sweep.json {

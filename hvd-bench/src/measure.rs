@@ -2,7 +2,10 @@
 //! every iteration is `barrier; t0; op; t1`, the time of an iteration is the slowest
 //! rank's, and a size reports the median, fastest and slowest iteration.
 
+use std::sync::Arc;
 use std::time::Instant;
+
+use hvd::core::DeviceMemory;
 
 use hvd::{Collective, DType, ReduceOp, Reduction, Result, TensorMut};
 
@@ -66,6 +69,8 @@ pub struct Plan {
     pub iters: Option<usize>,
     pub warmup: Option<usize>,
     pub check: bool,
+    /// The device memory the buffers live in (for a device transport), else the host.
+    pub memory: Option<Arc<dyn DeviceMemory>>,
 }
 
 /// Whether any rank's check failed (every rank learns it).
@@ -82,7 +87,13 @@ fn any_rank_failed(group: &dyn Collective, failed: bool) -> Result<bool> {
 pub fn measure(group: &dyn Collective, plan: &Plan, bytes: usize) -> Result<Row> {
     let topology = group.topology();
     let (rank, np) = (topology.rank(), topology.size());
-    let mut buffers = Buffers::new(plan.op, plan.dtype, plan.reduction, bytes, rank, np);
+    let mut buffers = Buffers::new(
+        plan.op,
+        plan.dtype,
+        plan.reduction,
+        (bytes, rank, np),
+        plan.memory.as_ref(),
+    )?;
     let checked = if plan.check {
         buffers.run(group)?;
         let outcome = buffers.verify();

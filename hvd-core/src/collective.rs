@@ -1,6 +1,8 @@
 //! The `Collective` trait: what a transport does, and nothing more.
 
-use crate::{Device, Error, Reduction, Result, Tensor, TensorMut, Topology};
+use std::sync::Arc;
+
+use crate::{Device, DeviceMemory, Error, Reduction, Result, Tensor, TensorMut, Topology};
 
 /// A group of ranks that can run collective operations together.
 ///
@@ -30,12 +32,29 @@ pub trait Collective: Send + Sync {
     /// Whether tensors in memory of `device` can be passed to this transport.
     fn supports(&self, device: Device) -> bool;
 
+    /// The name of the backend that carries calls on memory of `device`: this one's,
+    /// or for a collective over several transports (a router), the one it sends them to,
+    /// so traces name it (`NCCL_ALLREDUCE`).
+    fn backend_on(&self, device: Device) -> &'static str {
+        let _ = device;
+        self.backend()
+    }
+
     /// True when the transport moves a whole batch as one operation without copying it
     /// (scatter-gather I/O, grouped calls), so Tensor Fusion need not pack batches into
     /// a buffer of its own. The default, false, suits transports that run one tensor at
     /// a time.
     fn fuses_batches(&self) -> bool {
         false
+    }
+
+    /// The memory of this transport's own stream on `device`, for a transport that takes
+    /// device memory: copies queued on it run before the transport's next call, so the
+    /// layers above can pack device tensors (Tensor Fusion) without waiting in between.
+    /// The default, `None`, suits host transports.
+    fn device_memory(&self, device: Device) -> Option<Arc<dyn DeviceMemory>> {
+        let _ = device;
+        None
     }
 
     /// Reduces every tensor of the batch across the group, in place.

@@ -12,6 +12,18 @@ pub enum Device {
     Cuda(u32),
 }
 
+impl Device {
+    /// Whether both are memory of the same kind of device (both the host, or both CUDA
+    /// devices, whatever their ordinals): what ranks must agree on for one tensor, as
+    /// each rank drives its own GPU.
+    pub fn same_kind(self, other: Device) -> bool {
+        matches!(
+            (self, other),
+            (Device::Cpu, Device::Cpu) | (Device::Cuda(_), Device::Cuda(_))
+        )
+    }
+}
+
 impl fmt::Display for Device {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -49,6 +49,22 @@ impl Dynlib {
         // is a valid C string.
         NonNull::new(unsafe { libc::dlsym(self.handle.as_ptr(), symbol.as_ptr()) })
     }
+
+    /// `symbol` as a function pointer of type `F`, or `None` when the library lacks it.
+    ///
+    /// # Safety
+    /// `F` must be an `extern "C"` function pointer type with the symbol's C signature.
+    pub unsafe fn function<F: Copy>(&self, symbol: &CStr) -> Option<F> {
+        assert_eq!(
+            std::mem::size_of::<F>(),
+            std::mem::size_of::<*mut c_void>(),
+            "a function pointer type"
+        );
+        let address = self.symbol(symbol)?.as_ptr();
+        // SAFETY: `F` is a function pointer of the symbol's signature (the caller's
+        // contract) and of the size of the address, which the library keeps loaded.
+        Some(unsafe { std::mem::transmute_copy::<*mut c_void, F>(&address) })
+    }
 }
 
 /// The names to load: the value of the override variable `var` when it is set and not

@@ -90,6 +90,16 @@ pub enum Error {
         detail: String,
     },
 
+    /// The device library (the CUDA driver, NCCL) reported that an operation failed on
+    /// this rank. An empty `tensor` leaves the tensor out.
+    #[error("rank {rank}: {op}{} failed on the device: {cause}", of_tensor(tensor))]
+    Device {
+        rank: usize,
+        op: &'static str,
+        tensor: String,
+        cause: String,
+    },
+
     /// A peer sent bytes that break the protocol (garbage, truncation, wrong job).
     #[error("rank {rank}: protocol error from {peer}: {reason}")]
     Protocol {

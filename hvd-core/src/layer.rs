@@ -43,7 +43,9 @@
 
 use std::sync::Arc;
 
-use crate::{Collective, Device, Operation, Reduction, Result, Tensor, TensorMut, Topology};
+use crate::{
+    Collective, Device, DeviceMemory, Operation, Reduction, Result, Tensor, TensorMut, Topology,
+};
 
 /// A [`Collective`] made by wrapping another one, its [`inner`](Layer::inner)
 /// collective. Implementing `Layer` implements [`Collective`].
@@ -83,9 +85,19 @@ pub trait Layer: Send + Sync {
         this.inner().supports(device)
     }
 
+    /// As [`Collective::backend_on`]; the inner collective's by default.
+    fn backend_on(this: &Self, device: Device) -> &'static str {
+        this.inner().backend_on(device)
+    }
+
     /// As [`Collective::fuses_batches`]; the inner collective's by default.
     fn fuses_batches(this: &Self) -> bool {
         this.inner().fuses_batches()
+    }
+
+    /// As [`Collective::device_memory`]; the inner collective's by default.
+    fn device_memory(this: &Self, device: Device) -> Option<Arc<dyn DeviceMemory>> {
+        this.inner().device_memory(device)
     }
 }
 
@@ -102,8 +114,16 @@ impl<L: Layer> Collective for L {
         Layer::supports(self, device)
     }
 
+    fn backend_on(&self, device: Device) -> &'static str {
+        Layer::backend_on(self, device)
+    }
+
     fn fuses_batches(&self) -> bool {
         Layer::fuses_batches(self)
+    }
+
+    fn device_memory(&self, device: Device) -> Option<Arc<dyn DeviceMemory>> {
+        Layer::device_memory(self, device)
     }
 
     fn allreduce(&self, tensors: &mut [TensorMut<'_>], reduction: Reduction) -> Result<()> {

@@ -12,7 +12,11 @@
 //!   the call sequence, poisoning by the first failure, sub-group names), so that such a
 //!   transport brings only its event loop;
 //! - the vocabulary: [`DType`], [`ReduceOp`] and [`Reduction`], [`Device`], tensor views
-//!   ([`Tensor`], [`TensorMut`]), [`Topology`];
+//!   ([`Tensor`], [`TensorMut`]) over host memory or device memory ([`DeviceBuffer`], with
+//!   the work that writes it: [`Ready`]), [`Topology`];
+//! - [`DeviceMemory`]: a device's memory with a stream of its own (allocate, copy to and
+//!   from the host, batched device copies), which device transports offer the layers
+//!   above and the conformance suite runs on;
 //! - [`kernels`]: the reduction kernels, the single definition of reduction semantics;
 //!   [`adasum`]: Horovod's scale-invariant combination of gradients, as an algorithm over
 //!   any `Collective`;
@@ -46,14 +50,16 @@
 //!   `broadcast` is `MPI_Bcast`; `alltoall` is `MPI_Alltoallv`; `reducescatter` is
 //!   `MPI_Reduce_scatter`; `split` is `MPI_Comm_create_group` (members only) after an
 //!   agreement on the parent communicator. Errors come from `MPI_ERRORS_RETURN`.
-//! - **NCCL**: tensors carry [`Device::Cuda`] memory as [`DeviceBuffer`]s and the transport
-//!   answers `supports(Device::Cuda(_))`; a batch becomes one `ncclGroupStart` /
-//!   `ncclGroupEnd` group of `ncclAllReduce` calls (with `ncclAvg` and
-//!   `ncclRedOpCreatePreMulSum` for the scale factors) on the transport's stream, and the
-//!   call returns once the stream has synchronised, which keeps the trait synchronous.
+//! - **NCCL**: tensors carry [`Device::Cuda`] memory as [`DeviceBuffer`]s, each with the
+//!   work that writes it ([`Ready`]: a stream or an event), and the transport answers
+//!   `supports(Device::Cuda(_))`; a batch becomes one `ncclGroupStart` / `ncclGroupEnd`
+//!   group of `ncclAllReduce` calls (with `ncclAvg` and `ncclRedOpCreatePreMulSum` for
+//!   the scale factors) on the transport's stream, after the inputs' work, and the call
+//!   returns once the stream has run it, which keeps the trait synchronous.
 //!   `allgather` with unequal counts and `alltoall` are grouped `ncclSend`/`ncclRecv`;
-//!   `split` is `ncclCommSplit`. A missing libcuda/libnccl is
-//!   [`Error::LibraryMissing`].
+//!   `split` is `ncclCommSplit`. The transport's [`DeviceMemory`]
+//!   ([`Collective::device_memory`]) lets Tensor Fusion pack device tensors on its
+//!   stream. A missing libcuda/libnccl is [`Error::LibraryMissing`].
 //! - **libfabric / ibverbs**: the same ring algorithms as TCP over reliable datagram
 //!   endpoints (`FI_EP_RDM`) with registered memory; the transport registers the caller's
 //!   buffers per call (or copies through a registered bounce buffer), which the
@@ -69,6 +75,7 @@ pub mod compression;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod device;
+pub mod device_memory;
 pub mod driver;
 pub mod dtype;
 pub mod dynlib;
@@ -79,6 +86,7 @@ pub mod layer;
 pub mod net;
 pub mod op;
 pub mod operation;
+pub mod process;
 pub mod reference;
 pub mod rng;
 pub mod schedule;
@@ -94,12 +102,13 @@ pub mod wire;
 pub use collective::{Collective, allgather_bytes, gather_counts, split_by_counts};
 pub use compression::Compression;
 pub use device::Device;
+pub use device_memory::{DeviceBlock, DeviceCopy, DeviceMemory};
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use op::{ReduceOp, Reduction};
 pub use operation::{OpKind, Operation};
 pub use store::{FileStore, MemoryStore, PrefixStore, Store};
-pub use tensor::{DeviceBuffer, Memory, MemoryMut, Tensor, TensorMut, batch_name};
+pub use tensor::{DeviceBuffer, Memory, MemoryMut, Ready, Tensor, TensorMut, batch_name};
 pub use topology::Topology;
 
 pub use half::{bf16, f16};

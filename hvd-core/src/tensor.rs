@@ -10,12 +10,35 @@ use std::marker::PhantomData;
 
 use crate::{DType, Device, Element, Error, Result};
 
-/// A span of device memory, valid for the lifetime `'a` of the call it is passed to.
+/// When the contents of device memory may be read: device work is queued on streams
+/// and runs later, so a buffer says which work writes it.
+///
+/// A transport orders its reads of a buffer after that work (on CUDA: it records an event
+/// on the stream, or takes the event, and makes its own stream wait for it) without
+/// blocking the host. Whatever the marker, a collective's results are complete when the
+/// call returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Ready {
+    /// Nothing queued writes it (the host synchronised, or it is fresh).
+    #[default]
+    Now,
+    /// Written by the work queued so far on this CUDA stream (a `CUstream`; 0 is the
+    /// legacy default stream).
+    Stream(u64),
+    /// Written by the work queued before this CUDA event (a `CUevent`) was recorded;
+    /// the event must live until the collective returns.
+    Event(u64),
+}
+
+/// A span of device memory, valid for the lifetime `'a` of the call it is passed to,
+/// with the work it waits for ([`Ready`]).
 #[derive(Debug, Clone, Copy)]
 pub struct DeviceBuffer<'a> {
     ordinal: u32,
     ptr: u64,
     len: usize,
+    ready: Ready,
     _borrow: PhantomData<&'a mut [u8]>,
 }
 
@@ -30,8 +53,32 @@ impl<'a> DeviceBuffer<'a> {
             ordinal,
             ptr,
             len,
+            ready: Ready::Now,
             _borrow: PhantomData,
         }
+    }
+
+    /// The same memory, written by the work `ready` names (for the stream or event of the
+    /// framework that produced it).
+    pub fn after(mut self, ready: Ready) -> Self {
+        self.ready = ready;
+        self
+    }
+
+    /// The work that writes this memory.
+    pub fn ready(&self) -> Ready {
+        self.ready
+    }
+
+    /// `len` bytes of this memory starting `offset` bytes in, with the same readiness;
+    /// `None` when they do not fit.
+    pub fn slice(&self, offset: usize, len: usize) -> Option<DeviceBuffer<'a>> {
+        let end = offset.checked_add(len)?;
+        (end <= self.len).then_some(DeviceBuffer {
+            ptr: self.ptr + offset as u64,
+            len,
+            ..*self
+        })
     }
 
     /// The device the memory belongs to.

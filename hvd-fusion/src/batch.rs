@@ -11,8 +11,8 @@ pub(crate) fn items(tensors: &[TensorMut<'_>], packed_dtype: impl Fn(DType) -> D
     tensors
         .iter()
         .map(|t| match t.host() {
-            Some(bytes) => Item::Host(packed_dtype(t.dtype()), bytes.len()),
-            None => Item::Device,
+            Some(bytes) => Item::Packable(packed_dtype(t.dtype()), bytes.len()),
+            None => Item::Alone,
         })
         .collect()
 }
@@ -62,7 +62,7 @@ fn traced<T>(
 }
 
 /// The span args of `t`, built only when there is a tracer to take them.
-fn args_for(tracer: Option<&dyn Tracer>, t: &TensorMut<'_>) -> SpanArgs {
+pub(crate) fn args_for(tracer: Option<&dyn Tracer>, t: &TensorMut<'_>) -> SpanArgs {
     match tracer {
         Some(_) => SpanArgs::of(t.dtype(), t.shape(), t.byte_len()),
         None => SpanArgs::default(),

@@ -6,10 +6,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use hvd_core::layer::Layer;
 use hvd_core::trace::Tracer;
-use hvd_core::{Collective, Operation, Result, TensorMut, validate};
+use hvd_core::{Collective, DeviceMemory, Operation, Result, TensorMut, validate};
 
 use crate::batch;
 use crate::buffer::FusionBuffer;
+use crate::device::{self, DeviceFusionBuffer};
 use crate::fused_op::FusedOp;
 use crate::pack;
 
@@ -26,6 +27,8 @@ pub struct Fusion<C: Collective> {
     /// which a change made through the parent cannot promise.
     threshold: AtomicUsize,
     buffer: Mutex<FusionBuffer>,
+    /// The same for device batches, in the device's memory.
+    device_buffer: Mutex<DeviceFusionBuffer>,
     /// Receives the copies into and out of the fusion buffer (for the Timeline).
     tracer: Option<Arc<dyn Tracer>>,
 }
@@ -50,6 +53,7 @@ impl<C: Collective> Fusion<C> {
             inner,
             threshold: AtomicUsize::new(threshold),
             buffer: Mutex::new(FusionBuffer::default()),
+            device_buffer: Mutex::new(DeviceFusionBuffer::default()),
             tracer,
         }
     }
@@ -74,6 +78,14 @@ impl<C: Collective> Fusion<C> {
         let threshold = self.threshold();
         if tensors.len() < 2 {
             return op.call(&self.inner, tensors, false);
+        }
+        // Device tensors pack into a buffer in the device's memory, when the transport
+        // offers it.
+        if threshold > 0
+            && let Some(device) = device::batch_device(tensors)
+            && let Some(memory) = self.inner.device_memory(device)
+        {
+            return self.fuse_on_device(tensors, op, threshold, &memory);
         }
         // A transport that moves a batch whole without copying (scatter-gather I/O) does
         // what packing would, minus two copies of every byte. The threshold still bounds
@@ -118,6 +130,64 @@ impl<C: Collective> Fusion<C> {
                 for (pack, region) in round.packs.iter().zip(&regions) {
                     batch::copy_out(tensors, pack, region, tracer)?;
                 }
+            }
+        }
+        if plan.alone.is_empty() {
+            return Ok(());
+        }
+        batch::with_subset(tensors, &plan.alone, |alone| {
+            op.call(&self.inner, alone, false)
+        })
+    }
+}
+
+impl<C: Collective> Fusion<C> {
+    /// Packs a device batch in the device fusion buffer: per round, one batched copy in
+    /// (on the transport's stream, so no wait before the call), the inner call on the
+    /// packs (which applies the prescale itself: there is no kernel to apply it here),
+    /// and one batched copy out, waited for before the results are handed back.
+    fn fuse_on_device(
+        &self,
+        tensors: &mut [TensorMut<'_>],
+        op: FusedOp,
+        threshold: usize,
+        memory: &Arc<dyn DeviceMemory>,
+    ) -> Result<()> {
+        let plan = pack::plan(&device::items(tensors, |d| op.packed_dtype(d)), threshold);
+        let rank = self.inner.topology().rank();
+        let tracer = self.tracer.as_deref().filter(|t| t.enabled());
+        let mut buffer = self
+            .device_buffer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for round in &plan.rounds {
+            let base = buffer.region(memory, round.bytes())?;
+            if op.sends(rank) {
+                let copies = device::copies(tensors, round, base, true)?;
+                device::traced(tracer, tensors, &round.packs, true, || memory.copy(&copies))?;
+            }
+            let names: Vec<String> = round
+                .packs
+                .iter()
+                .map(|p| batch::pack_name(tensors, p))
+                .collect();
+            let mut views = round
+                .packs
+                .iter()
+                .zip(&names)
+                .map(|(pack, name)| {
+                    let region = base.slice(pack.offset, pack.bytes).unwrap_or(base);
+                    let len = pack.bytes / pack.dtype.size();
+                    TensorMut::from_device(name, pack.dtype, vec![len], region)
+                })
+                .collect::<Result<Vec<_>>>()?;
+            op.call(&self.inner, &mut views, false)?;
+            drop(views);
+            if op.receives(rank) {
+                let copies = device::copies(tensors, round, base, false)?;
+                device::traced(tracer, tensors, &round.packs, false, || {
+                    memory.copy(&copies).and_then(|()| memory.synchronize())
+                })?;
             }
         }
         if plan.alone.is_empty() {

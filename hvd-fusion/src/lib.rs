@@ -51,6 +51,15 @@
 //! call. Sub-groups made by `split` start from their parent's threshold and keep their
 //! own, so that each group changes it at a call its members agree on.
 //!
+//! ## Device tensors
+//! A batch of tensors on one device whose memory the inner collective offers (a GPU
+//! transport's, on its own stream) packs the same way into a device fusion buffer: per
+//! round, one batched device copy in, the inner call, one batched copy out, then one wait.
+//! The copies run on the transport's stream, ordered with its call, and the copy in
+//! waits on the device for the work each tensor is ready after, so the host never
+//! blocks on the way in. The prescale is left to the inner call (no kernel scales on the
+//! device here).
+//!
 //! ## Alignment
 //! The fusion buffer is allocated once, grown on demand, and reused. Its base is 64-byte
 //! aligned and every pack starts at a multiple of 64 bytes, so the kernels take their
@@ -62,7 +71,9 @@
 //! - Batches to an inner collective that scatter-gathers a batch itself
 //!   ([`Collective::fuses_batches`](hvd_core::Collective::fuses_batches)): cut into
 //!   consecutive runs of at most the threshold, each handed whole.
-//! - Tensors not in host memory (device tensors): unfused, in one inner call.
+//! - Device tensors when the inner collective offers no memory for their device
+//!   ([`Collective::device_memory`](hvd_core::Collective::device_memory)): unfused, in
+//!   one inner call.
 //! - `broadcast` packs like allreduce but ignores dtypes (it only moves bytes, so any mix
 //!   shares one byte pack), copying in on the root only and out on the others.
 //! - `allgather`, `alltoall`, `reducescatter`, `barrier`, `topology`, `backend` and
@@ -82,6 +93,7 @@
 
 mod batch;
 mod buffer;
+mod device;
 mod fused_op;
 mod fusion;
 mod pack;

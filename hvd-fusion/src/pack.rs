@@ -14,10 +14,11 @@ pub(crate) const ALIGN: usize = 64;
 /// What the plan needs to know about one tensor of a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Item {
-    /// Host memory holding `bytes` bytes of `dtype`: may be packed.
-    Host(DType, usize),
-    /// Memory the host fusion buffer cannot hold (a device's): always alone.
-    Device,
+    /// `bytes` bytes of `dtype` in memory the fusion buffer is on (the host's, or the
+    /// device's whose memory the transport offers): may be packed.
+    Packable(DType, usize),
+    /// Memory the fusion buffer cannot hold: always alone.
+    Alone,
 }
 
 /// Tensors of one dtype, copied back to back into one region of the fusion buffer and
@@ -82,12 +83,12 @@ pub(crate) fn plan(items: &[Item], threshold: usize) -> Plan {
     let mut dtypes: Vec<DType> = Vec::new();
     for (i, item) in items.iter().enumerate() {
         match *item {
-            Item::Host(dtype, bytes) if bytes <= threshold => {
+            Item::Packable(dtype, bytes) if bytes <= threshold => {
                 if !dtypes.contains(&dtype) {
                     dtypes.push(dtype);
                 }
             }
-            Item::Host(..) | Item::Device => alone.push(i),
+            Item::Packable(..) | Item::Alone => alone.push(i),
         }
     }
     let packs = dtypes
@@ -103,7 +104,7 @@ pub(crate) fn plan(items: &[Item], threshold: usize) -> Plan {
 fn packs_of(items: &[Item], dtype: DType, threshold: usize) -> Vec<Pack> {
     let mut packs: Vec<Pack> = Vec::new();
     for (i, item) in items.iter().enumerate() {
-        let Item::Host(d, bytes) = *item else {
+        let Item::Packable(d, bytes) = *item else {
             continue;
         };
         if d != dtype || bytes > threshold {
@@ -171,7 +172,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn host(dtype: DType, bytes: usize) -> Item {
-        Item::Host(dtype, bytes)
+        Item::Packable(dtype, bytes)
     }
 
     fn members(plan: &Plan) -> Vec<(DType, Vec<usize>)> {
@@ -216,7 +217,7 @@ mod tests {
     fn a_tensor_over_the_threshold_and_device_tensors_go_alone() {
         let items = [
             host(DType::F32, 40),
-            Item::Device,
+            Item::Alone,
             host(DType::F32, 41),
             host(DType::F32, 40),
         ];
@@ -249,8 +250,8 @@ mod tests {
 
     fn item() -> impl Strategy<Value = Item> {
         prop_oneof![
-            9 => (dtype(), 0usize..300).prop_map(|(d, n)| Item::Host(d, n * d.size())),
-            1 => Just(Item::Device),
+            9 => (dtype(), 0usize..300).prop_map(|(d, n)| Item::Packable(d, n * d.size())),
+            1 => Just(Item::Alone),
         ]
     }
 
@@ -275,8 +276,8 @@ mod tests {
             let mut seen = vec![0usize; items.len()];
             for i in &plan.alone {
                 seen[*i] += 1;
-                let oversized = matches!(items[*i], Item::Host(_, b) if b > threshold);
-                prop_assert!(oversized || items[*i] == Item::Device);
+                let oversized = matches!(items[*i], Item::Packable(_, b) if b > threshold);
+                prop_assert!(oversized || items[*i] == Item::Alone);
             }
             prop_assert!(plan.alone.windows(2).all(|w| w[0] < w[1]));
             let mut last_of_dtype: Vec<(DType, usize)> = Vec::new();
@@ -298,7 +299,7 @@ mod tests {
                     let mut bytes = 0;
                     for i in &pack.members {
                         seen[*i] += 1;
-                        let Item::Host(d, b) = items[*i] else {
+                        let Item::Packable(d, b) = items[*i] else {
                             return Err(TestCaseError::fail("device tensor packed"));
                         };
                         prop_assert_eq!(d, pack.dtype);
@@ -320,7 +321,7 @@ mod tests {
             let packs: Vec<&Pack> = plan.rounds.iter().flat_map(|r| &r.packs).collect();
             for w in packs.windows(2) {
                 if w[0].dtype == w[1].dtype {
-                    let Item::Host(_, next) = items[w[1].members[0]] else {
+                    let Item::Packable(_, next) = items[w[1].members[0]] else {
                         return Err(TestCaseError::fail("device tensor packed"));
                     };
                     prop_assert!(w[0].bytes + next > threshold);

@@ -34,6 +34,7 @@ mod response;
 mod router;
 mod set_engine;
 mod stack;
+mod staging;
 mod stall;
 mod stats;
 mod table;
@@ -55,6 +56,7 @@ pub use hvd_timeline::Recorder;
 pub use process_set::ProcessSet;
 pub use router::Router;
 pub use stack::Stack;
+pub use staging::DeviceMemoryFor;
 pub use stats::StatsSnapshot;
 
 use set_engine::{Registry, SetEngine};

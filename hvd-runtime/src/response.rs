@@ -80,6 +80,22 @@ fn same<T: PartialEq + std::fmt::Display + ?Sized>(
     }
 }
 
+/// A tensor's device as ranks must agree on it: its kind (every rank has its own GPU),
+/// shown whole in messages.
+struct Placement(Device);
+
+impl PartialEq for Placement {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.same_kind(other.0)
+    }
+}
+
+impl std::fmt::Display for Placement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 /// The dims ranks must agree on: all of them, or all but the first for ops that gather
 /// along the first dim. Shown whole in messages.
 struct AgreedDims<'a>(&'a Request);
@@ -105,7 +121,12 @@ impl std::fmt::Display for AgreedDims<'_> {
 fn agree(name: &str, (ra, a): (usize, &Request), (rb, b): (usize, &Request)) -> Result<(), Error> {
     same("operations", name, (ra, &a.kind()), (rb, &b.kind()))?;
     same("data types", name, (ra, &a.dtype), (rb, &b.dtype))?;
-    same("devices", name, (ra, &a.device), (rb, &b.device))?;
+    same(
+        "devices",
+        name,
+        (ra, &Placement(a.device)),
+        (rb, &Placement(b.device)),
+    )?;
     let shapes = if a.kind().first_dim_varies() {
         "shapes (all dims but the first must match)"
     } else {

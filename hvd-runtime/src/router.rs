@@ -1,21 +1,34 @@
 //! [`Router`]: the innermost layer of the stack, which sends each call to the transport
 //! for its tensors' memory: host tensors to the job's transport (TCP, shared memory,
-//! MPI, libfabric), device tensors to a device transport (NCCL) when the job has one.
+//! MPI, libfabric), device tensors to a device transport (NCCL) when the job has one, or
+//! else through host memory over the job's transport (host staging) when it can reach
+//! the device's memory.
 
 use std::sync::Arc;
 
+use crate::staging::{self, DeviceMemoryFor, Staging};
 use hvd_core::layer::Layer;
-use hvd_core::{Collective, Device, Error, Operation, Result};
+use hvd_core::{Collective, Device, DeviceMemory, Error, Operation, Result};
 
 /// A collective over several transports of one group of ranks, each call going to the
 /// first that [`supports`](Collective::supports) its tensors' device.
 ///
 /// Every transport must span the same ranks in the same order. A call names one device
 /// for all its tensors (the engine batches tensors of one device only); barriers and the
-/// topology come from the first transport, the host one.
+/// topology come from the first transport, the host one. Device tensors no transport
+/// takes are staged through host memory when the router has
+/// [staging](Router::with_staging).
 #[derive(Clone)]
 pub struct Router {
     transports: Vec<Arc<dyn Collective>>,
+    staging: Option<Staging>,
+}
+
+/// Where one call goes.
+enum Route<'a> {
+    Direct(&'a dyn Collective),
+    /// Through host memory, over the host transport.
+    Staged(Arc<dyn DeviceMemory>),
 }
 
 impl std::fmt::Debug for Router {
@@ -32,7 +45,15 @@ impl Router {
     pub fn new(host: Arc<dyn Collective>) -> Router {
         Router {
             transports: vec![host],
+            staging: None,
         }
+    }
+
+    /// Stages device tensors that no transport takes through host memory, copying them
+    /// with the memory `memory_for` gives for their device.
+    pub fn with_staging(mut self, memory_for: DeviceMemoryFor) -> Router {
+        self.staging = Some(Staging::new(memory_for));
+        self
     }
 
     /// Adds a transport for device memory, asked after the ones before it.
@@ -52,14 +73,20 @@ impl Router {
         for transport in &self.transports {
             subs.extend(transport.split(members)?.map(Arc::from));
         }
-        Ok((subs.len() == self.transports.len()).then_some(Router { transports: subs }))
+        Ok((subs.len() == self.transports.len()).then_some(Router {
+            transports: subs,
+            staging: self.staging.clone(),
+        }))
     }
 
-    /// The transport for `device`, or an error naming the tensor, the device and the
+    /// Where a call on `device` goes, or an error naming the tensor, the device and the
     /// transports there are.
-    fn route(&self, device: Device, op: &str, tensor: &str) -> Result<&dyn Collective> {
+    fn route(&self, device: Device, op: &str, tensor: &str) -> Result<Route<'_>> {
         if let Some(transport) = self.transports.iter().find(|t| t.supports(device)) {
-            return Ok(transport.as_ref());
+            return Ok(Route::Direct(transport.as_ref()));
+        }
+        if let Some(staging) = &self.staging {
+            return staging.memory(device).map(Route::Staged);
         }
         let names: Vec<&str> = self.transports.iter().map(|t| t.backend()).collect();
         Err(Error::Unsupported {
@@ -67,7 +94,8 @@ impl Router {
             what: format!(
                 "{device} memory (rank {}, {op} of '{tensor}'): no transport of this job \
                  ({}) takes it; a job with device tensors needs a device transport such \
-                 as NCCL",
+                 as NCCL (HVD_BACKEND=nccl), or host staging (hvd built with the nccl \
+                 feature)",
                 self.topology().rank(),
                 names.join(", ")
             ),
@@ -84,23 +112,41 @@ impl Layer for Router {
     }
 
     fn call(&self, op: Operation<'_, '_>) -> Result<()> {
-        match op.first_tensor() {
-            Some((device, tensor)) => {
-                let transport = self.route(device, op.kind().name(), tensor)?;
-                op.run(transport)
-            }
-            None => op.run(self.inner()),
+        let Some((device, tensor)) = op.first_tensor() else {
+            return op.run(self.inner());
+        };
+        match self.route(device, op.kind().name(), tensor)? {
+            Route::Direct(transport) => op.run(transport),
+            Route::Staged(memory) => staging::run(memory.as_ref(), op, self.inner()),
         }
+    }
+
+    fn supports(this: &Self, device: Device) -> bool {
+        this.transports.iter().any(|t| t.supports(device))
+            || (this.staging.is_some() && device != Device::Cpu)
+    }
+
+    /// The transport that takes `device`; staged calls travel over the host one.
+    fn backend_on(this: &Self, device: Device) -> &'static str {
+        this.transports
+            .iter()
+            .find(|t| t.supports(device))
+            .unwrap_or(this.host())
+            .backend_on(device)
+    }
+
+    /// The memory of the transport that takes `device`.
+    fn device_memory(this: &Self, device: Device) -> Option<Arc<dyn DeviceMemory>> {
+        this.transports
+            .iter()
+            .find(|t| t.supports(device))
+            .and_then(|t| t.device_memory(device))
     }
 
     fn split(this: &Self, members: &[usize]) -> Result<Option<Box<dyn Collective>>> {
         Ok(this
             .split_router(members)?
             .map(|r| Box::new(r) as Box<dyn Collective>))
-    }
-
-    fn supports(this: &Self, device: Device) -> bool {
-        this.transports.iter().any(|t| t.supports(device))
     }
 }
 
@@ -197,7 +243,8 @@ mod tests {
             err.to_string(),
             "tcp transport does not support cuda:1 memory (rank 0, allreduce of 'grad.3'): \
              no transport of this job (tcp) takes it; a job with device tensors needs a \
-             device transport such as NCCL"
+             device transport such as NCCL (HVD_BACKEND=nccl), or host staging (hvd built \
+             with the nccl feature)"
         );
         assert!(calls.lock().unwrap().is_empty());
     }

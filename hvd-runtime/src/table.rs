@@ -323,6 +323,33 @@ mod tests {
     }
 
     #[test]
+    fn ranks_agree_on_the_kind_of_device_not_its_ordinal() {
+        let on = |device| {
+            let mut r = req("g", allreduce(SUM), DType::F32, &[2]);
+            r.device = device;
+            r
+        };
+        let mut t = MessageTable::new(2);
+        t.add(0, on(hvd_core::Device::Cuda(0)));
+        t.add(1, on(hvd_core::Device::Cuda(1)));
+        assert!(
+            t.take_ready()[0].response.outcome.is_ok(),
+            "each rank its own GPU"
+        );
+        t.add(0, on(hvd_core::Device::Cuda(0)));
+        t.add(1, on(hvd_core::Device::Cpu));
+        assert_eq!(
+            t.take_ready()[0]
+                .response
+                .outcome
+                .as_ref()
+                .unwrap_err()
+                .to_string(),
+            "Mismatched devices for tensor 'g': rank 0 has cuda:0, rank 1 has cpu"
+        );
+    }
+
+    #[test]
     fn stalls_name_who_submitted_and_who_is_missing() {
         let mut t = MessageTable::new(3);
         t.add(1, req("slow", allreduce(SUM), DType::F32, &[1]));

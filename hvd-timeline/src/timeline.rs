@@ -1,11 +1,11 @@
 //! [`Timeline`]: the `Collective` middleware that records a span per tensor per call.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use hvd_core::layer::Layer;
 use hvd_core::trace::SpanArgs;
-use hvd_core::{Collective, OpKind, Operation, Result, Tensor, TensorMut};
+use hvd_core::{Collective, Device, OpKind, Operation, Result, Tensor, TensorMut};
 
 use crate::Recorder;
 
@@ -19,6 +19,9 @@ pub struct Timeline<C: Collective> {
     inner: C,
     recorder: Arc<Recorder>,
     spans: SpanNames,
+    /// The names for calls on device memory, after the backend that carries them
+    /// (`NCCL_ALLREDUCE` beside `SHM_ALLREDUCE`).
+    device_spans: OnceLock<SpanNames>,
 }
 
 /// The span names of one backend, by operation, built once rather than on every call.
@@ -75,7 +78,17 @@ impl<C: Collective> Timeline<C> {
             inner,
             recorder,
             spans,
+            device_spans: OnceLock::new(),
         }
+    }
+
+    /// The span names for a call on memory of `device`.
+    fn spans_on(&self, device: Device) -> &SpanNames {
+        if device == Device::Cpu {
+            return &self.spans;
+        }
+        self.device_spans
+            .get_or_init(|| SpanNames::new(self.inner.backend_on(device)))
     }
 
     /// The recorder this timeline (and its sub-groups) record into.
@@ -125,7 +138,8 @@ impl<C: Collective> Layer for Timeline<C> {
     }
 
     fn call(&self, op: Operation<'_, '_>) -> Result<()> {
-        let span = self.spans.of(op.kind());
+        let device = op.first_tensor().map_or(Device::Cpu, |(device, _)| device);
+        let span = self.spans_on(device).of(op.kind());
         let open = self.begin(span, || rows(&op));
         let result = op.run(&self.inner);
         self.end(span, open);

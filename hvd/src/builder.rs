@@ -103,6 +103,7 @@ impl Builder {
         if let Some(compression) = self.compression {
             config.compression = compression;
         }
+        let mut devices = self.device_collectives;
         let transport: Arc<dyn Collective> = match self.collective {
             Some(collective) => collective,
             None => {
@@ -111,17 +112,24 @@ impl Builder {
                     (None, Some(world)) => Backend::for_world(world)?,
                     (None, None) => Backend::from_env()?,
                 };
-                let collective = match self.world {
-                    Some(world) => transport::connect(backend, &world)?,
+                let (host, device) = match self.world {
+                    Some(world) => {
+                        let host = transport::connect(backend.host(&world)?, &world)?;
+                        let device = transport::connect_device(backend, &world, host.topology())?;
+                        (host, device)
+                    }
                     None => transport::connect_start(backend, &transport::world(backend)?)?,
                 };
-                Arc::from(collective)
+                devices.extend(device.map(Arc::from));
+                Arc::from(host)
             }
         };
-        let router = self
-            .device_collectives
+        let mut router = devices
             .into_iter()
             .fold(Router::new(transport), Router::with);
+        if let Some(staging) = transport::staging() {
+            router = router.with_staging(staging);
+        }
         hvd_runtime::start(router, config, self.process_sets)
     }
 }

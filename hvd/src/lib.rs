@@ -29,7 +29,11 @@
 //!   tensor views, reduction semantics, rendezvous stores;
 //! - [`World`]: rank, size and rendezvous from hvdrun, mpirun, Slurm or torchrun;
 //! - [`transport`]: the transport chosen by Cargo features (`gloo-tcp`, on by default;
-//!   `mpi`, picked automatically under mpirun);
+//!   `mpi`, picked automatically under mpirun; `nccl`, for tensors in GPU memory,
+//!   beside a host transport);
+//! - `device` and `nccl` (feature `nccl`): CUDA device memory without a framework
+//!   (`DeviceVec`) and the NCCL transport, tested against a GPU test double, never yet
+//!   on a GPU;
 //! - [`rendezvous`] ([`hvd_rendezvous`]): the HMAC-authenticated TCP store ranks find
 //!   each other through; the launcher (`hvdrun`, and its library `Job`) is a crate of
 //!   its own;
@@ -38,7 +42,8 @@
 //! - [`sampler::DistributedSampler`] (each rank its shard of every epoch's shuffle) and
 //!   [`metrics`] (loss and accuracy of the whole job);
 //! - `candle` (feature `candle`): Horovod's DistributedOptimizer and parameter broadcast
-//!   for [candle](https://github.com/huggingface/candle) models;
+//!   for [candle](https://github.com/huggingface/candle) models (their CUDA tensors with
+//!   feature `candle-cuda`);
 //! - the `hvd-bench` crate: nccl-tests-style benchmarks of every collective and of the
 //!   runtime, fusion and autotuning.
 //!
@@ -48,6 +53,8 @@
 mod builder;
 #[cfg(feature = "candle")]
 pub mod candle;
+#[cfg(feature = "nccl")]
+pub mod device;
 pub mod elastic;
 pub mod logging;
 pub mod metrics;
@@ -61,6 +68,9 @@ pub use hvd_core::{
     self as core, Collective, Compression, DType, Device, Element, Error, ReduceOp, Reduction,
     Result, Store, Tensor, TensorMut, Topology, env,
 };
+/// The NCCL transport and CUDA device memory (feature `nccl`).
+#[cfg(feature = "nccl")]
+pub use hvd_nccl as nccl;
 pub use hvd_rendezvous as rendezvous;
 pub use hvd_runtime::{
     self as runtime, Bools, Buffer, Config, Handle, Hvd, ProcessSet, Shaped, StatsSnapshot,

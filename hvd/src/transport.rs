@@ -5,6 +5,10 @@
 //! `HOROVOD_CPU_OPERATIONS`); else MPI when the `mpi` feature is compiled in and mpirun
 //! started the process; else shared memory (feature `shm`, on by default) when the
 //! launcher says every rank is on this host; else the first compiled in (TCP).
+//!
+//! `nccl` (feature `nccl`) is a transport for device memory: with it, tensors in CUDA
+//! memory go over NCCL, and host tensors and negotiation over the transport the same
+//! rules pick without it.
 
 use std::fmt;
 use std::str::FromStr;
@@ -28,6 +32,9 @@ pub enum Backend {
     Shm,
     /// RDMA-class fabrics through libfabric (feature `rdma`): verbs, EFA, shm, tcp.
     Rdma,
+    /// NCCL for tensors in CUDA memory (feature `nccl`), beside the host transport the
+    /// other rules pick.
+    Nccl,
 }
 
 impl Backend {
@@ -46,6 +53,9 @@ impl Backend {
         if cfg!(feature = "rdma") {
             backends.push(Backend::Rdma);
         }
+        if cfg!(feature = "nccl") {
+            backends.push(Backend::Nccl);
+        }
         backends
     }
 
@@ -55,6 +65,7 @@ impl Backend {
             Backend::Mpi => "mpi",
             Backend::Shm => "shm",
             Backend::Rdma => "rdma",
+            Backend::Nccl => "nccl",
         }
     }
 
@@ -71,6 +82,8 @@ impl Backend {
                 "libfabric, providers: {}",
                 provider_names(&hvd_rdma::providers()?)
             )),
+            #[cfg(feature = "nccl")]
+            Backend::Nccl => hvd_nccl::describe(&hvd_nccl::NcclConfig::from_env()?),
             #[allow(unreachable_patterns)]
             other => Err(Error::Unsupported {
                 backend: other.name(),
@@ -128,7 +141,25 @@ impl Backend {
         if let Some((_, backend)) = named {
             return Ok(backend);
         }
-        let compiled = Backend::compiled();
+        Backend::default_host(world)
+    }
+
+    /// The transport for host tensors in `world`: this one, or for `nccl` (a device
+    /// transport) the one the rules pick without it.
+    pub fn host(self, world: &World) -> Result<Backend> {
+        match self {
+            Backend::Nccl => Backend::default_host(world),
+            host => Ok(host),
+        }
+    }
+
+    /// The host transport when none is named: MPI under mpirun, shared memory on one
+    /// host, else the first compiled in.
+    fn default_host(world: &World) -> Result<Backend> {
+        let compiled: Vec<Backend> = Backend::compiled()
+            .into_iter()
+            .filter(|b| *b != Backend::Nccl)
+            .collect();
         if compiled.contains(&Backend::Mpi) && world.launched_by_mpi() {
             return Ok(Backend::Mpi);
         }
@@ -144,7 +175,8 @@ impl Backend {
 }
 
 /// This process's place in the job, as `backend` needs it: MPI finds its peers through
-/// the launcher itself, so it needs no rendezvous store (`HVD_STORE_DIR`).
+/// the launcher itself, so it needs no rendezvous store (`HVD_STORE_DIR`); NCCL's ranks
+/// meet through the store, whatever the host transport.
 pub fn world(backend: Backend) -> Result<World> {
     match backend {
         Backend::Mpi => World::from_env_without_store(),
@@ -159,23 +191,57 @@ pub fn world(backend: Backend) -> Result<World> {
 /// Horovod requires.
 static STARTS: AtomicUsize = AtomicUsize::new(0);
 
+/// The transports of one start: the host one, and for `nccl` the device one beside it.
+pub(crate) type Started = (Box<dyn Collective>, Option<Box<dyn Collective>>);
+
 /// Connects this rank of the environment's job (`world`, from [`world`]) for this
 /// process's next start of it, and checks in with the launcher.
-pub(crate) fn connect_start(backend: Backend, world: &World) -> Result<Box<dyn Collective>> {
+pub(crate) fn connect_start(backend: Backend, world: &World) -> Result<Started> {
     let start = STARTS.fetch_add(1, Ordering::Relaxed);
-    if start == 0 {
-        return connect(backend, world);
-    }
-    // The transport meets the others under the start's keys; what ranks tell their
+    // The transports meet the others under the start's keys; what ranks tell their
     // launcher (check-in, lost peers) stays where it reads it.
-    let fresh = World {
-        store: Arc::new(PrefixStore::new(
-            world.store.clone(),
-            format!("restart{start}/"),
-        )),
-        ..world.clone()
+    let fresh = match start {
+        0 => world.clone(),
+        _ => World {
+            store: Arc::new(PrefixStore::new(
+                world.store.clone(),
+                format!("restart{start}/"),
+            )),
+            ..world.clone()
+        },
     };
-    connected(connect_transport(backend, &fresh)?, world)
+    let host = connected(connect_transport(backend.host(world)?, &fresh)?, world)?;
+    let device = device_transport(backend, &fresh, host.topology())?;
+    Ok((host, device.map(|device| witnessed(device, world))))
+}
+
+/// Connects this rank's device transport for `backend` (NCCL), over the ranks and hosts
+/// of the host transport's `topology`; `None` for a host backend.
+pub fn connect_device(
+    backend: Backend,
+    world: &World,
+    topology: &hvd_core::Topology,
+) -> Result<Option<Box<dyn Collective>>> {
+    let device = device_transport(backend, world, topology)?;
+    Ok(device.map(|device| witnessed(device, world)))
+}
+
+#[cfg_attr(not(feature = "nccl"), allow(unused_variables))]
+fn device_transport(
+    backend: Backend,
+    world: &World,
+    topology: &hvd_core::Topology,
+) -> Result<Option<Box<dyn Collective>>> {
+    match backend {
+        #[cfg(feature = "nccl")]
+        Backend::Nccl => {
+            let config = hvd_nccl::NcclConfig::from_env()?;
+            let nccl =
+                hvd_nccl::NcclCollective::connect(world.store.clone(), topology.clone(), config)?;
+            Ok(Some(Box::new(nccl)))
+        }
+        _ => Ok(None),
+    }
 }
 
 /// Connects this rank of `world` through `backend`, and checks in with the launcher.
@@ -188,11 +254,16 @@ fn connected(collective: Box<dyn Collective>, world: &World) -> Result<Box<dyn C
     // Every program that connects this way shows in its launcher's progress, and is not
     // taken for a rank that never started.
     world.check_in();
+    Ok(witnessed(collective, world))
+}
+
+/// `collective`, which under hvdrun tells the launcher which peer it lost when it fails:
+/// hvdrun reads it to name the one that died.
+fn witnessed(collective: Box<dyn Collective>, world: &World) -> Box<dyn Collective> {
     if world.launched_by_hvdrun() {
-        // hvdrun reads which peer each failed rank lost, to name the one that died.
-        return Ok(Box::new(LossWitness::new(collective, world.store.clone())));
+        return Box::new(LossWitness::new(collective, world.store.clone()));
     }
-    Ok(collective)
+    collective
 }
 
 /// `flat` as is on one host; across hosts, unless `HVD_HIERARCHICAL_ALLREDUCE` (alias
@@ -287,6 +358,12 @@ fn connect_transport(backend: Backend, world: &World) -> Result<Box<dyn Collecti
             }
             Ok(Box::new(mpi))
         }
+        Backend::Nccl => Err(Error::Unsupported {
+            backend: "nccl",
+            what: "host tensors: connect the host transport (Backend::host) and NCCL beside \
+                   it (connect_device)"
+                .into(),
+        }),
         #[allow(unreachable_patterns)]
         other => Err(Error::Unsupported {
             backend: other.name(),
@@ -352,6 +429,43 @@ pub fn rdma_report() -> Option<Vec<String>> {
         Some(lines)
     }
     #[cfg(not(feature = "rdma"))]
+    None
+}
+
+/// Host staging for device tensors no transport takes (feature `nccl`): their memory
+/// through the CUDA driver, each device's with a stream of its own, made on first use
+/// (a job with no device tensors never loads the driver). `None` without the feature.
+pub fn staging() -> Option<hvd_runtime::DeviceMemoryFor> {
+    #[cfg(feature = "nccl")]
+    {
+        let rank = World::from_env_without_store().map_or(0, |w| w.rank);
+        Some(std::sync::Arc::new(move |device| match device {
+            hvd_core::Device::Cuda(ordinal) => {
+                let config = hvd_nccl::NcclConfig::from_env()?;
+                let memory: std::sync::Arc<dyn hvd_core::DeviceMemory> =
+                    hvd_nccl::CudaMemory::new(&config, ordinal, rank)?;
+                Ok(memory)
+            }
+            other => Err(Error::Unsupported {
+                backend: "hvd",
+                what: format!("staging {other} memory through the host"),
+            }),
+        }))
+    }
+    #[cfg(not(feature = "nccl"))]
+    None
+}
+
+/// What this host offers NCCL jobs: the NCCL and CUDA driver versions and the GPUs, or
+/// why it cannot run one (`hvdrun --check` prints it). `None` in a build without the
+/// `nccl` feature.
+pub fn nccl_report() -> Option<String> {
+    #[cfg(feature = "nccl")]
+    {
+        let described = hvd_nccl::NcclConfig::from_env().and_then(|c| hvd_nccl::describe(&c));
+        Some(described.unwrap_or_else(|e| e.to_string()))
+    }
+    #[cfg(not(feature = "nccl"))]
     None
 }
 

@@ -127,6 +127,19 @@ fn zero_epochs_are_refused() {
     assert_eq!(err.to_string(), "--epochs must be at least 1");
 }
 
+/// Without candle's CUDA support (or a GPU), `--device cuda` says what it needs.
+#[test]
+#[cfg(not(feature = "candle-cuda"))]
+fn cuda_without_candles_cuda_support_says_how_to_build_it() {
+    let args = train_mnist::Args::parse_from(["train_mnist", "--device", "cuda"]);
+    let err = train_mnist::train(&args).unwrap_err().to_string();
+    assert!(
+        err.starts_with("--device cuda: ")
+            && err.ends_with("(build with --features hvd/candle-cuda, on a machine with a GPU)"),
+        "{err}"
+    );
+}
+
 /// Writes an IDX file of unsigned bytes: the magic, the dims, then `data`.
 fn write_idx(path: &Path, dims: &[u32], data: &[u8]) {
     let mut bytes = vec![0, 0, 8, dims.len() as u8];

@@ -189,7 +189,9 @@ fn device_tensors_go_to_the_device_transport_and_host_ones_to_the_host_transport
     );
 }
 
+/// Without the `nccl` feature there is no host staging: the router refuses the tensor.
 #[test]
+#[cfg(not(feature = "nccl"))]
 fn a_device_tensor_in_a_job_without_a_device_transport_fails_naming_it() {
     let (errors, _) = job(false, |hvd| {
         hvd.allreduce("grad.gpu", FakeCuda(vec![1.0; 4]), ReduceOp::Sum)
@@ -203,8 +205,31 @@ fn a_device_tensor_in_a_job_without_a_device_transport_fails_naming_it() {
             format!(
                 "local transport does not support cuda:0 memory (rank {rank}, allreduce of \
                  'grad.gpu'): no transport of this job (local) takes it; a job with device \
-                 tensors needs a device transport such as NCCL"
+                 tensors needs a device transport such as NCCL (HVD_BACKEND=nccl), or host \
+                 staging (hvd built with the nccl feature)"
             )
+        );
+    }
+}
+
+/// With the `nccl` feature, such a tensor is staged through host memory, which needs the
+/// CUDA driver: without one, the error says which library is missing and how to get it.
+#[test]
+#[cfg(feature = "nccl")]
+fn a_device_tensor_staged_without_a_cuda_driver_fails_naming_the_driver() {
+    let (errors, _) = job(false, |hvd| {
+        hvd.allreduce("grad.gpu", FakeCuda(vec![1.0; 4]), ReduceOp::Sum)
+            .map(|t| t.0)
+            .unwrap_err()
+            .to_string()
+    });
+    for err in errors {
+        assert!(
+            err.starts_with(
+                "the CUDA driver (libcuda.so.1) is not available: install the NVIDIA driver \
+                 (libcuda.so.1 comes with it), or set HVD_CUDA_LIBRARY to its path"
+            ),
+            "{err}"
         );
     }
 }

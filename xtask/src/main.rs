@@ -11,6 +11,7 @@
 //! - `bench-mpi`: hvd's MPI transport next to plain `MPI_Allreduce`, as overheads.
 //! - `scaling`: hvd-bench across the simulated cluster, for the scaling model.
 //! - `fuzz`: every fuzz target of `fuzz/` for a few seconds each (CI), or longer.
+//! - `gpu-check`: the checks that need a real GPU, as a bundle to copy to one.
 //! - `horovod-tests`: Horovod's own PyTorch test suite and examples against `hvd.torch`.
 
 mod backends;
@@ -19,7 +20,9 @@ mod bench_mpi;
 mod bench_peers;
 mod bench_torch;
 mod cluster;
+mod cuda_headers;
 mod fuzz;
+mod gpu_check;
 mod horovod_tests;
 mod interrupt;
 mod measure;
@@ -63,6 +66,12 @@ commands:
       each model's training throughput with compute dilated by --compute-scale, for
       every link speed and host count; JSON lines into DIR (default target/scaling)
       for `hvd-bench model`.
+  gpu-check [--bundle DIR]
+      Everything that needs a real GPU: build (release) the programs the checks need,
+      the hvd wheel and the scripts into a bundle under 60 MiB, and run its `run`
+      script here; with --bundle, only build it into DIR, to copy to a machine with a
+      GPU (a driver, NCCL and PyTorch; no Rust needed) and run DIR/run there. Prints one
+      PASS/FAIL line per check and the timing ratios.
   fuzz [--seconds 12 | --runs N]
       Run every fuzz target (needs cargo-fuzz) from its kept corpus: every decoder of
       bytes another process sends.
@@ -91,6 +100,7 @@ fn main() -> ExitCode {
         Some("bench-mpi") => bench_mpi::run(&args[1..]),
         Some("scaling") => scaling::run(&args[1..]),
         Some("fuzz") => fuzz::run(&args[1..]),
+        Some("gpu-check") => gpu_check::run(&args[1..]),
         Some("horovod-tests") => horovod_tests::run(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");

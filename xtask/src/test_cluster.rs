@@ -6,6 +6,7 @@ use std::process::{Command, Stdio};
 
 use crate::backends::{self, Availability};
 use crate::cluster::{self, Cluster, Spec};
+use crate::cuda_headers;
 use crate::interrupt;
 use crate::python;
 use crate::requirements;
@@ -212,6 +213,11 @@ pub fn run(args: &[String]) -> Result<(), String> {
             "test-cluster: cargo-nextest not found, using cargo test (install: cargo install cargo-nextest)"
         );
     }
+    // The GPU test double's ABI check compiles against the real headers.
+    let headers = cuda_headers::ensure();
+    if let Err(why) = &headers {
+        println!("test-cluster: skipping the GPU double's ABI check: {why}");
+    }
 
     let python_env = PythonEnv::prepare(&root);
     let one_host = if options.cluster_only {
@@ -223,6 +229,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
     } else {
         let mut command = test_command(&root, &features);
         command.arg("--workspace");
+        if let Ok(dir) = &headers {
+            command.env("HVD_CUDA_INCLUDE", dir);
+        }
         if let Some(filter) = &options.filter {
             command.arg(filter);
         }
@@ -243,6 +252,13 @@ pub fn run(args: &[String]) -> Result<(), String> {
     println!("test-cluster: transports tested: {}", ran.join(", "));
     for line in &skipped {
         println!("test-cluster: skipped {line}");
+    }
+    if let Err(why) = &headers {
+        println!(
+            "test-cluster: skipped the GPU double's ABI check (1 test), which needs cuda.h and \
+             nccl.h from PyPI: {why} (install: pip download {})",
+            cuda_headers::WHEELS.join(" ")
+        );
     }
     let tests = skipped_tests();
     if tests.is_empty() {

@@ -1,9 +1,10 @@
 //! The state of one rank's run through the suite, and the helpers checks use.
 
 use std::cell::RefCell;
+use std::sync::Arc;
 
 use super::{Failure, Options, Report, values};
-use crate::{Collective, DType, Tensor, TensorMut};
+use crate::{Collective, DType, DeviceBlock, DeviceMemory, Tensor, TensorMut};
 
 /// The start of the detail of a failure reported by a rank whose own check passed.
 pub(super) const OTHER_RANK_FAILED: &str = "another rank failed this check";
@@ -30,10 +31,20 @@ impl Check {
     }
 }
 
-/// What a check sees: the collective under test and the options.
+/// A check's buffer: host bytes, or device memory holding them when the suite runs on a
+/// device.
+#[derive(Debug)]
+pub enum Buffer {
+    Host(Vec<u8>),
+    Device(DeviceBlock),
+}
+
+/// What a check sees: the collective under test, the options, and the device memory the
+/// tensors live in (host memory when there is none).
 pub struct Context<'a> {
     group: &'a dyn Collective,
     options: &'a Options,
+    memory: Option<Arc<dyn DeviceMemory>>,
     passed: Vec<String>,
     /// The first wrong result of the running check. A wrong result does not stop the
     /// check: every rank must go on making the same collective calls, or they desync.
@@ -41,10 +52,15 @@ pub struct Context<'a> {
 }
 
 impl<'a> Context<'a> {
-    pub(super) fn new(group: &'a dyn Collective, options: &'a Options) -> Self {
+    pub(super) fn new(
+        group: &'a dyn Collective,
+        options: &'a Options,
+        memory: Option<Arc<dyn DeviceMemory>>,
+    ) -> Self {
         Context {
             group,
             options,
+            memory,
             passed: Vec::new(),
             wrong: RefCell::new(None),
         }
@@ -64,6 +80,62 @@ impl<'a> Context<'a> {
 
     pub fn size(&self) -> usize {
         self.group.topology().size()
+    }
+
+    /// Whether the suite runs on device memory (a device transport's).
+    pub fn on_device(&self) -> bool {
+        self.memory.is_some()
+    }
+
+    /// A buffer holding `bytes`: on the device under test (copied there on its memory's
+    /// stream, so the transport must wait for it), or in host memory.
+    pub fn buffer(&self, bytes: Vec<u8>) -> Result<Buffer, String> {
+        match &self.memory {
+            None => Ok(Buffer::Host(bytes)),
+            Some(memory) => DeviceBlock::with_contents(memory, &bytes)
+                .map(Buffer::Device)
+                .map_err(|e| format!("putting {} bytes on the device: {e}", bytes.len())),
+        }
+    }
+
+    /// A writable view of `buffer` as a tensor.
+    pub fn view_mut<'b>(
+        &self,
+        buffer: &'b mut Buffer,
+        name: &'b str,
+        dtype: DType,
+        shape: Vec<usize>,
+    ) -> Result<TensorMut<'b>, String> {
+        match buffer {
+            Buffer::Host(bytes) => TensorMut::from_bytes(name, dtype, shape, bytes),
+            Buffer::Device(block) => TensorMut::from_device(name, dtype, shape, block.buffer()),
+        }
+        .map_err(|e| e.to_string())
+    }
+
+    /// A read-only view of `buffer` as a tensor.
+    pub fn view<'b>(
+        &self,
+        buffer: &'b mut Buffer,
+        name: &'b str,
+        dtype: DType,
+        shape: Vec<usize>,
+    ) -> Result<Tensor<'b>, String> {
+        match buffer {
+            Buffer::Host(bytes) => Tensor::from_bytes(name, dtype, shape, bytes),
+            Buffer::Device(block) => Tensor::from_device(name, dtype, shape, block.buffer()),
+        }
+        .map_err(|e| e.to_string())
+    }
+
+    /// What `buffer` holds now, read back from the device when it is there.
+    pub fn contents(&self, buffer: &mut Buffer) -> Result<Vec<u8>, String> {
+        match buffer {
+            Buffer::Host(bytes) => Ok(bytes.clone()),
+            Buffer::Device(block) => block
+                .contents()
+                .map_err(|e| format!("reading {} bytes back from the device: {e}", block.len())),
+        }
     }
 
     /// Records a wrong result (the first one counts) and lets the check go on.
@@ -108,15 +180,20 @@ impl<'a> Context<'a> {
         }
     }
 
-    fn failed_ranks(&self, failed: bool) -> crate::Result<Vec<usize>> {
+    fn failed_ranks(&self, failed: bool) -> Result<Vec<usize>, String> {
         let size = self.size();
-        let mine = [failed as i32];
-        let mut all = vec![0i32; size];
-        self.group.allgather(
-            &Tensor::from_slice("conformance.outcome", &mine),
-            &mut TensorMut::from_slice("conformance.outcome", &mut all),
-            &vec![1; size],
+        let name = "conformance.outcome";
+        let mut mine = self.buffer(vec![u8::from(failed)])?;
+        let mut all = self.buffer(vec![0u8; size])?;
+        call(
+            "allgather",
+            self.group.allgather(
+                &self.view(&mut mine, name, DType::U8, vec![1])?,
+                &mut self.view_mut(&mut all, name, DType::U8, vec![size])?,
+                &vec![1; size],
+            ),
         )?;
+        let all = self.contents(&mut all)?;
         Ok((0..size).filter(|r| all[*r] != 0).collect())
     }
 

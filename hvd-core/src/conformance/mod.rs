@@ -5,6 +5,13 @@
 //!   several instances inside one process, such as the reference or TCP);
 //! - [`run_rank`] from each process of a multi-process job (under a launcher or mpirun).
 //!
+//! A device transport runs the same checks on device memory: [`run_threads_on`] and
+//! [`run_rank_on`] take a [`DeviceMemory`] per rank (with a stream of its own, not the
+//! transport's) in which every tensor of the suite lives. Inputs are copied there on
+//! that memory's stream and marked ready after it, and results read back on it, so a
+//! transport that does not wait for its inputs, or returns before its results are
+//! written, fails the checks (reliably so against a lazy GPU double).
+//!
 //! The suite covers every operation x dtype x reduce op; sizes 0, 1, odd, not divisible
 //! by the rank count, up to [`Options::max_bytes`] (64 MiB by default); batches of mixed
 //! dtypes; prescale and postscale; allgather with zero-length contributions; alltoall with
@@ -24,10 +31,10 @@ mod context;
 pub mod values;
 
 use std::fmt;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use crate::Collective;
-pub use context::{Context, compare};
+use crate::{Collective, DeviceMemory};
+pub use context::{Buffer, Context, compare};
 
 /// What the suite covers.
 #[derive(Debug, Clone)]
@@ -93,7 +100,25 @@ impl std::error::Error for Failure {}
 /// Runs the whole suite on this rank. Every rank of the group must call it at the same
 /// time with the same options.
 pub fn run_rank(group: &dyn Collective, options: &Options) -> Result<Report, Failure> {
-    let mut cx = Context::new(group, options);
+    run_suite(group, None, options)
+}
+
+/// Runs the whole suite on this rank with every tensor in `memory` (a device's). Every
+/// rank of the group must call it at the same time with the same options.
+pub fn run_rank_on(
+    group: &dyn Collective,
+    memory: Arc<dyn DeviceMemory>,
+    options: &Options,
+) -> Result<Report, Failure> {
+    run_suite(group, Some(memory), options)
+}
+
+fn run_suite(
+    group: &dyn Collective,
+    memory: Option<Arc<dyn DeviceMemory>>,
+    options: &Options,
+) -> Result<Report, Failure> {
+    let mut cx = Context::new(group, options, memory);
     for check in checks::all() {
         cx.run(check)?;
     }
@@ -108,18 +133,44 @@ where
     C: Collective,
     F: Fn(usize) -> crate::Result<C> + Sync,
 {
+    in_threads(size, |rank| {
+        let group = connect(rank).map_err(|e| connect_failure(rank, e))?;
+        run_rank(&group, options)
+    })
+}
+
+/// Runs the suite on device memory with `size` ranks as threads: thread `r` calls
+/// `connect(r)` for its collective and the device memory its tensors live in, then
+/// [`run_rank_on`].
+pub fn run_threads_on<C, F>(size: usize, options: &Options, connect: F) -> Result<(), Failure>
+where
+    C: Collective,
+    F: Fn(usize) -> crate::Result<(C, Arc<dyn DeviceMemory>)> + Sync,
+{
+    in_threads(size, |rank| {
+        let (group, memory) = connect(rank).map_err(|e| connect_failure(rank, e))?;
+        run_rank_on(&group, memory, options)
+    })
+}
+
+fn connect_failure(rank: usize, e: crate::Error) -> Failure {
+    Failure {
+        check: "connect".into(),
+        rank,
+        detail: e.to_string(),
+    }
+}
+
+/// Runs `rank_body` for every rank on a thread of its own; the first rank's own failure.
+fn in_threads(
+    size: usize,
+    rank_body: impl Fn(usize) -> Result<Report, Failure> + Sync,
+) -> Result<(), Failure> {
     let results: Vec<Result<Report, Failure>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..size)
             .map(|rank| {
-                let connect = &connect;
-                scope.spawn(move || {
-                    let group = connect(rank).map_err(|e| Failure {
-                        check: "connect".into(),
-                        rank,
-                        detail: e.to_string(),
-                    })?;
-                    run_rank(&group, options)
-                })
+                let rank_body = &rank_body;
+                scope.spawn(move || rank_body(rank))
             })
             .collect();
         handles

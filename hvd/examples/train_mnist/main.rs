@@ -60,6 +60,10 @@ pub struct Args {
     /// Where rank 0 saves the trained model (safetensors).
     #[arg(long, value_name = "PATH")]
     pub checkpoint: Option<PathBuf>,
+    /// Where to train: `cpu`, or `cuda` (one GPU per local rank; needs hvd built with the
+    /// `candle-cuda` feature).
+    #[arg(long, default_value = "cpu", value_parser = ["cpu", "cuda"])]
+    pub device: String,
 }
 
 /// What the last epoch reached, the same on every rank.
@@ -97,8 +101,20 @@ pub fn train(args: &Args) -> Result<Summary, BoxError> {
     let local_batch = args.batch / size;
     // Step 2: pin the device. On a CPU there is nothing to pin (hvdrun -x
     // RAYON_NUM_THREADS=N gives each rank its share of the cores); with CUDA, one GPU
-    // per local rank: Device::new_cuda(hvd.local_rank()).
-    let device = Device::Cpu;
+    // per local rank.
+    let device = match args.device.as_str() {
+        "cuda" => Device::new_cuda(hvd.local_rank()).map_err(|e| {
+            // candle's error ends with a backtrace: its first line says what failed.
+            let what = e.to_string();
+            let what = what.lines().next().unwrap_or_default().to_string();
+            if cfg!(feature = "candle-cuda") {
+                format!("--device cuda: GPU {}: {what}", hvd.local_rank())
+            } else {
+                format!("--device cuda: {what} (build with --features hvd/candle-cuda, on a machine with a GPU)")
+            }
+        })?,
+        _ => Device::Cpu,
+    };
 
     let dataset = match &args.data {
         Some(dir) => data::mnist(dir)?,

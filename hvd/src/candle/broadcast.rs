@@ -3,7 +3,7 @@
 use candle_core::Var;
 use candle_nn::VarMap;
 
-use super::{check_unique_names, host_buffer, hvd_error, named_vars, rank_in};
+use super::{check_unique_names, hvd_error, named_vars, rank_in, tensor_buffer};
 use crate::ProcessSet;
 
 /// Sets every variable of `varmap` to `root`'s value (Horovod's
@@ -33,7 +33,7 @@ pub fn broadcast_vars(
     check_unique_names("broadcast", set, vars)?;
     let mut handles = Vec::with_capacity(vars.len());
     for (name, var) in vars {
-        let buffer = host_buffer(set, "broadcast", name, var.as_tensor())?;
+        let buffer = tensor_buffer(set, "broadcast", name, var.as_tensor(), true)?;
         handles.push((
             var,
             set.broadcast_async(name, buffer, root).map_err(hvd_error)?,

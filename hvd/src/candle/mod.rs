@@ -41,11 +41,17 @@
 //! an hvd failure is wrapped with its message intact (it names the rank, the tensor and
 //! the operation).
 //!
-//! Tensors cross ranks through host memory in their own dtype (u8, i16, i32, i64, f16,
-//! bf16, f32, f64); candle's u32 and 8-bit or smaller floats have no hvd equivalent and
-//! are refused with an error naming the tensor.
+//! Tensors cross ranks in their own dtype (u8, i16, i32, i64, f16, bf16, f32, f64):
+//! through host memory, or with the feature `candle-cuda`, tensors on a CUDA device as a
+//! copy on that device, over NCCL (`HVD_BACKEND=nccl`) or staged through the host, after
+//! the work on candle's stream (compressed gradients still go through the host: there is
+//! no kernel to compress them on the device). candle's u32 and 8-bit or smaller floats
+//! have no hvd equivalent and are refused with an error naming the tensor.
 
 mod broadcast;
+mod buffer;
+#[cfg(feature = "candle-cuda")]
+mod cuda_buffer;
 mod elastic;
 mod optimizer;
 mod tensor_buffer;
@@ -83,15 +89,17 @@ fn hvd_error(err: hvd_core::Error) -> candle_core::Error {
     candle_core::Error::Wrapped(Box::new(err))
 }
 
-/// `tensor` on the host for `op` of the tensor `name`; an error naming both when hvd has
-/// no dtype for it.
-fn host_buffer(
+/// `tensor` as a buffer for `op` of the tensor `name` (on its CUDA device when
+/// `on_device` allows and the `candle-cuda` feature is on); an error naming both when
+/// hvd has no dtype for it.
+fn tensor_buffer(
     set: &crate::ProcessSet,
     op: &'static str,
     name: &str,
     tensor: &candle_core::Tensor,
-) -> candle_core::Result<tensor_buffer::TensorBuffer> {
-    tensor_buffer::TensorBuffer::from_tensor(tensor)?.ok_or_else(|| {
+    on_device: bool,
+) -> candle_core::Result<buffer::CandleBuffer> {
+    buffer::CandleBuffer::from_tensor(tensor, on_device)?.ok_or_else(|| {
         hvd_error(hvd_core::Error::invalid(
             rank_in(set),
             op,

@@ -6,7 +6,7 @@ use candle_core::{Tensor, Var};
 use candle_nn::{Optimizer, VarMap};
 use hvd_core::{Compression, Error, ReduceOp, Reduction};
 
-use super::{check_unique_names, host_buffer, hvd_error, named_vars};
+use super::{check_unique_names, hvd_error, named_vars, tensor_buffer};
 use crate::ProcessSet;
 
 /// Wraps a candle optimizer so that every step uses the gradients averaged over the ranks
@@ -156,7 +156,9 @@ impl<O: Optimizer> DistributedOptimizer<O> {
                 Some(grad) => grad,
                 None => var.zeros_like()?,
             };
-            let buffer = host_buffer(&self.set, "allreduce", name, &grad)?;
+            // Compression narrows on the host: compressed gradients travel through it.
+            let on_device = self.compression.is_none();
+            let buffer = tensor_buffer(&self.set, "allreduce", name, &grad, on_device)?;
             let reduction = Reduction::new(self.op);
             let handle = match self.compression {
                 Some(c) => self

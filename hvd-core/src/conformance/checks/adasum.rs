@@ -1,6 +1,7 @@
 //! Adasum over the transport: the recursion of [`crate::adasum`] needs an exchange with
 //! one peer (alltoall with every other count zero) and small f64 sums, and must give the
-//! pairwise combination applied level by level.
+//! pairwise combination applied level by level. Adasum computes on host memory, so on
+//! device memory the check is that a device tensor is refused by name, before any call.
 
 use super::super::context::{Check, Context, call, compare};
 use super::contribution;
@@ -68,8 +69,25 @@ fn batch(cx: &Context<'_>) -> Result<(), String> {
     Ok(())
 }
 
+/// A tensor on the device under test is refused with the reason, on every rank alike.
+fn refused_on_device(cx: &Context<'_>) -> Result<(), String> {
+    let mut buffer = cx.buffer(vec![0; 16])?;
+    let mut view = cx.view_mut(&mut buffer, "g", DType::F32, vec![4])?;
+    let device = view.device();
+    let reason = format!("Adasum runs on host memory; this tensor is on {device}");
+    match adasum::allreduce(cx.group(), std::slice::from_mut(&mut view)) {
+        Err(e) if e.to_string().contains(&reason) => Ok(()),
+        other => Err(format!(
+            "Adasum of a tensor on {device} should be refused ({reason}), got {other:?}"
+        )),
+    }
+}
+
 pub(super) fn checks() -> Vec<Check> {
     vec![Check::new("adasum recursive pairwise combination", |cx| {
+        if cx.on_device() {
+            return refused_on_device(cx);
+        }
         if cx.size().is_power_of_two() {
             return batch(cx);
         }

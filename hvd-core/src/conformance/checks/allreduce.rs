@@ -3,7 +3,7 @@
 
 use super::super::context::{Check, call, compare};
 use super::{contribution, reduced};
-use crate::{DType, ReduceOp, Reduction, TensorMut};
+use crate::{DType, ReduceOp, Reduction};
 
 /// Element counts that catch edge cases: empty, single, odd, smaller and larger than the
 /// group, not divisible by it, and one large enough for ring algorithms.
@@ -22,21 +22,25 @@ fn allreduce_batch(
 ) -> Result<(), String> {
     let (rank, size) = (cx.rank(), cx.size());
     let names: Vec<String> = (0..tensors.len()).map(|i| format!("t{i}")).collect();
-    let mut buffers: Vec<Vec<u8>> = tensors
+    let mut buffers = tensors
         .iter()
         .enumerate()
-        .map(|(i, (dtype, len))| contribution(*dtype, reduction.op, rank, *len, salt + i))
-        .collect();
+        .map(|(i, (dtype, len))| {
+            cx.buffer(contribution(*dtype, reduction.op, rank, *len, salt + i))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
     let mut views = Vec::new();
     for ((buf, (dtype, len)), name) in buffers.iter_mut().zip(tensors).zip(&names) {
-        views
-            .push(TensorMut::from_bytes(name, *dtype, vec![*len], buf).map_err(|e| e.to_string())?);
+        views.push(cx.view_mut(buf, name, *dtype, vec![*len])?);
     }
     call("allreduce", cx.group().allreduce(&mut views, reduction))?;
     drop(views);
-    for (i, ((dtype, len), buf)) in tensors.iter().zip(&buffers).enumerate() {
+    for (i, ((dtype, len), buf)) in tensors.iter().zip(&mut buffers).enumerate() {
         let expected = reduced(*dtype, reduction, size, *len, salt + i);
-        cx.verify(compare(&names[i], *dtype, &expected, buf).map_err(|e| format!("{label}{e}")));
+        let actual = cx.contents(buf)?;
+        cx.verify(
+            compare(&names[i], *dtype, &expected, &actual).map_err(|e| format!("{label}{e}")),
+        );
     }
     Ok(())
 }

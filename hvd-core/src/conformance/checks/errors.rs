@@ -1,7 +1,7 @@
 //! Bad calls: every rank gets the documented error before any byte moves.
 
 use super::super::context::Check;
-use crate::{DType, ReduceOp, Reduction, Tensor, TensorMut};
+use crate::{DType, ReduceOp, Reduction};
 
 fn expect_error(what: &str, result: crate::Result<()>, expected: String) -> Result<(), String> {
     match result {
@@ -18,11 +18,8 @@ fn expect_error(what: &str, result: crate::Result<()>, expected: String) -> Resu
 pub(super) fn checks() -> Vec<Check> {
     vec![
         Check::new("error: bool average", |cx| {
-            let mut mask = vec![1u8; 4];
-            let mut t = [
-                TensorMut::from_bytes("mask", DType::Bool, vec![4], &mut mask)
-                    .map_err(|e| e.to_string())?,
-            ];
+            let mut mask = cx.buffer(vec![1u8; 4])?;
+            let mut t = [cx.view_mut(&mut mask, "mask", DType::Bool, vec![4])?];
             expect_error(
                 "bool average allreduce",
                 cx.group()
@@ -34,12 +31,12 @@ pub(super) fn checks() -> Vec<Check> {
             )
         }),
         Check::new("error: broadcast root out of range", |cx| {
-            let mut v = vec![0.0f32; 3];
+            let mut v = cx.buffer(vec![0; 12])?;
             let n = cx.size();
             expect_error(
                 "broadcast from a rank that does not exist",
                 cx.group()
-                    .broadcast(&mut [TensorMut::from_slice("w", &mut v)], n),
+                    .broadcast(&mut [cx.view_mut(&mut v, "w", DType::F32, vec![3])?], n),
                 format!(
                     "rank {}: invalid broadcast of tensor 'w': root rank {n} does not exist in a group of {n}",
                     cx.rank()
@@ -47,13 +44,14 @@ pub(super) fn checks() -> Vec<Check> {
             )
         }),
         Check::new("error: allgather output too small", |cx| {
-            let input = [1i32; 2];
-            let mut out = vec![0i32; 2 * cx.size() - 1];
+            let short = 2 * cx.size() - 1;
+            let mut input = cx.buffer(vec![1; 8])?;
+            let mut out = cx.buffer(vec![0; 4 * short])?;
             expect_error(
                 "allgather into a short output",
                 cx.group().allgather(
-                    &Tensor::from_slice("g", &input),
-                    &mut TensorMut::from_slice("g", &mut out),
+                    &cx.view(&mut input, "g", DType::I32, vec![2])?,
+                    &mut cx.view_mut(&mut out, "g", DType::I32, vec![short])?,
                     &vec![2; cx.size()],
                 ),
                 format!(
@@ -65,15 +63,15 @@ pub(super) fn checks() -> Vec<Check> {
             )
         }),
         Check::new("error: alltoall counts for the wrong group size", |cx| {
-            let input = [1u8; 1];
-            let mut out = [0u8; 1];
+            let mut input = cx.buffer(vec![1])?;
+            let mut out = cx.buffer(vec![0])?;
             let n = cx.size();
             expect_error(
                 "alltoall with one count too many",
                 cx.group().alltoall(
-                    &Tensor::from_slice("a", &input),
+                    &cx.view(&mut input, "a", DType::U8, vec![1])?,
                     &vec![0; n + 1],
-                    &mut TensorMut::from_slice("a", &mut out),
+                    &mut cx.view_mut(&mut out, "a", DType::U8, vec![1])?,
                     &vec![0; n],
                 ),
                 format!(

@@ -1,7 +1,18 @@
 //! Barrier and sub-groups (process sets).
 
 use super::super::context::{Check, Context, call};
-use crate::{Collective, ReduceOp, Reduction, Tensor, TensorMut};
+use crate::{Collective, DType, ReduceOp, Reduction};
+
+fn encode(values: &[i64]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_ne_bytes()).collect()
+}
+
+fn decode(bytes: &[u8]) -> Vec<i64> {
+    bytes
+        .chunks_exact(8)
+        .map(|c| i64::from_ne_bytes(c.try_into().unwrap_or_default()))
+        .collect()
+}
 
 /// Checks a sub-group made of `members` (parent ranks, in sub-group rank order): its
 /// topology, and that allreduce, broadcast, allgather and barrier involve only members.
@@ -17,14 +28,15 @@ fn exercise(cx: &Context<'_>, sub: &dyn Collective, members: &[usize]) -> Result
             members.len()
         )));
     }
-    let mut sum = [parent_rank as i64 + 1];
+    let mut sum = cx.buffer(encode(&[parent_rank as i64 + 1]))?;
     call(
         "sub-group allreduce",
         sub.allreduce(
-            &mut [TensorMut::from_slice("sub.sum", &mut sum)],
+            &mut [cx.view_mut(&mut sum, "sub.sum", DType::I64, vec![1])?],
             Reduction::new(ReduceOp::Sum),
         ),
     )?;
+    let sum = decode(&cx.contents(&mut sum)?);
     let want: i64 = members.iter().map(|m| *m as i64 + 1).sum();
     if sum[0] != want {
         cx.verify(Err(format!(
@@ -32,30 +44,36 @@ fn exercise(cx: &Context<'_>, sub: &dyn Collective, members: &[usize]) -> Result
             sum[0]
         )));
     }
-    let mut root_value = [if t.rank() == 0 { members[0] as i64 } else { -1 }];
+    let mut root_value = cx.buffer(encode(&[if t.rank() == 0 {
+        members[0] as i64
+    } else {
+        -1
+    }]))?;
     call(
         "sub-group broadcast",
         sub.broadcast(
-            &mut [TensorMut::from_slice("sub.bcast", &mut root_value)],
+            &mut [cx.view_mut(&mut root_value, "sub.bcast", DType::I64, vec![1])?],
             0,
         ),
     )?;
+    let root_value = decode(&cx.contents(&mut root_value)?);
     if root_value[0] != members[0] as i64 {
         cx.verify(Err(format!(
             "members {members:?}: broadcast from sub-group rank 0 gave {}, expected {}",
             root_value[0], members[0]
         )));
     }
-    let mine = [parent_rank as i64];
-    let mut all = vec![-1i64; members.len()];
+    let mut mine = cx.buffer(encode(&[parent_rank as i64]))?;
+    let mut all = cx.buffer(encode(&vec![-1; members.len()]))?;
     call(
         "sub-group allgather",
         sub.allgather(
-            &Tensor::from_slice("sub.gather", &mine),
-            &mut TensorMut::from_slice("sub.gather", &mut all),
+            &cx.view(&mut mine, "sub.gather", DType::I64, vec![1])?,
+            &mut cx.view_mut(&mut all, "sub.gather", DType::I64, vec![members.len()])?,
             &vec![1; members.len()],
         ),
     )?;
+    let all = decode(&cx.contents(&mut all)?);
     let want: Vec<i64> = members.iter().map(|m| *m as i64).collect();
     if all != want {
         cx.verify(Err(format!(
@@ -102,15 +120,16 @@ pub(super) fn checks() -> Vec<Check> {
         split_and_exercise(cx, &[size - 1])?;
         split_and_exercise(cx, &(0..size).collect::<Vec<_>>())?;
         // The parent still works after its sub-groups.
-        let mut one = [1i32];
+        let mut one = cx.buffer(encode(&[1]))?;
         call(
             "parent allreduce after split",
             cx.group().allreduce(
-                &mut [TensorMut::from_slice("after.split", &mut one)],
+                &mut [cx.view_mut(&mut one, "after.split", DType::I64, vec![1])?],
                 Reduction::new(ReduceOp::Sum),
             ),
         )?;
-        if one[0] != size as i32 {
+        let one = decode(&cx.contents(&mut one)?);
+        if one[0] != size as i64 {
             cx.verify(Err(format!(
                 "parent allreduce after split gave {}, expected {size}",
                 one[0]

@@ -2,7 +2,7 @@
 
 use super::super::context::{Check, Context, call, compare};
 use super::{contribution, poison};
-use crate::{DType, ReduceOp, Tensor, TensorMut};
+use crate::{DType, ReduceOp};
 
 /// Broadcasts a batch from `root` and checks every tensor equals the root's.
 fn broadcast_from(cx: &Context<'_>, root: usize, tensors: &[(DType, usize)]) -> Result<(), String> {
@@ -13,21 +13,26 @@ fn broadcast_from(cx: &Context<'_>, root: usize, tensors: &[(DType, usize)]) -> 
         .enumerate()
         .map(|(i, (d, len))| contribution(*d, ReduceOp::Sum, root, *len, i))
         .collect();
-    let mut buffers: Vec<Vec<u8>> = if rank == root {
-        expected.clone()
-    } else {
-        expected.iter().map(|e| poison(e.len())).collect()
-    };
+    let mut buffers = expected
+        .iter()
+        .map(|e| {
+            cx.buffer(if rank == root {
+                e.clone()
+            } else {
+                poison(e.len())
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
     let mut views = Vec::new();
     for ((buf, (dtype, len)), name) in buffers.iter_mut().zip(tensors).zip(&names) {
-        views
-            .push(TensorMut::from_bytes(name, *dtype, vec![*len], buf).map_err(|e| e.to_string())?);
+        views.push(cx.view_mut(buf, name, *dtype, vec![*len])?);
     }
     call("broadcast", cx.group().broadcast(&mut views, root))?;
     drop(views);
     for (i, (dtype, _)) in tensors.iter().enumerate() {
+        let actual = cx.contents(&mut buffers[i])?;
         cx.verify(
-            compare(&names[i], *dtype, &expected[i], &buffers[i])
+            compare(&names[i], *dtype, &expected[i], &actual)
                 .map_err(|e| format!("root {root}: {e}")),
         );
     }
@@ -37,19 +42,18 @@ fn broadcast_from(cx: &Context<'_>, root: usize, tensors: &[(DType, usize)]) -> 
 /// Allgathers `counts[r]` elements from each rank and checks the concatenation.
 fn allgather_counts(cx: &Context<'_>, dtype: DType, counts: &[usize]) -> Result<(), String> {
     let rank = cx.rank();
-    let input = contribution(dtype, ReduceOp::Sum, rank, counts[rank], 3);
+    let mut input = cx.buffer(contribution(dtype, ReduceOp::Sum, rank, counts[rank], 3))?;
     let total: usize = counts.iter().sum();
-    let mut output = poison(total * dtype.size());
+    let mut output = cx.buffer(poison(total * dtype.size()))?;
     call(
         "allgather",
         cx.group().allgather(
-            &Tensor::from_bytes("g", dtype, vec![counts[rank]], &input)
-                .map_err(|e| e.to_string())?,
-            &mut TensorMut::from_bytes("g", dtype, vec![total], &mut output)
-                .map_err(|e| e.to_string())?,
+            &cx.view(&mut input, "g", dtype, vec![counts[rank]])?,
+            &mut cx.view_mut(&mut output, "g", dtype, vec![total])?,
             counts,
         ),
     )?;
+    let output = cx.contents(&mut output)?;
     let expected: Vec<u8> = (0..counts.len())
         .flat_map(|r| contribution(dtype, ReduceOp::Sum, r, counts[r], 3))
         .collect();
@@ -77,16 +81,25 @@ fn alltoall_counts(cx: &Context<'_>, sends: impl Fn(usize, usize) -> usize) -> R
     let expected: Vec<i32> = (0..size)
         .flat_map(|src| (0..recv_counts[src]).map(move |k| tagged(src, rank, k)))
         .collect();
-    let mut output = vec![-1i32; expected.len()];
+    let bytes =
+        |values: &[i32]| -> Vec<u8> { values.iter().flat_map(|v| v.to_ne_bytes()).collect() };
+    let mut input = cx.buffer(bytes(&input))?;
+    let mut output = cx.buffer(bytes(&vec![-1; expected.len()]))?;
+    let (sent, received) = (send_counts.iter().sum(), expected.len());
     call(
         "alltoall",
         cx.group().alltoall(
-            &Tensor::from_slice("a2a", &input),
+            &cx.view(&mut input, "a2a", DType::I32, vec![sent])?,
             &send_counts,
-            &mut TensorMut::from_slice("a2a", &mut output),
+            &mut cx.view_mut(&mut output, "a2a", DType::I32, vec![received])?,
             &recv_counts,
         ),
     )?;
+    let output: Vec<i32> = cx
+        .contents(&mut output)?
+        .chunks_exact(4)
+        .map(|c| i32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
     if let Some(i) = (0..expected.len()).find(|i| expected[*i] != output[*i]) {
         cx.verify(Err(format!(
             "send counts {send_counts:?}, receive counts {recv_counts:?}: element {i}: expected {} (from rank {}), got {}",

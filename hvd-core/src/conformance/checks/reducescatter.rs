@@ -2,7 +2,7 @@
 
 use super::super::context::{Check, Context, call, compare};
 use super::{contribution, poison, reduced};
-use crate::{DType, ReduceOp, Reduction, Tensor, TensorMut};
+use crate::{DType, ReduceOp, Reduction};
 
 fn reducescatter_counts(
     cx: &Context<'_>,
@@ -12,18 +12,18 @@ fn reducescatter_counts(
 ) -> Result<(), String> {
     let (rank, size) = (cx.rank(), cx.size());
     let total: usize = counts.iter().sum();
-    let input = contribution(dtype, reduction.op, rank, total, 4);
-    let mut output = poison(counts[rank] * dtype.size());
+    let mut input = cx.buffer(contribution(dtype, reduction.op, rank, total, 4))?;
+    let mut output = cx.buffer(poison(counts[rank] * dtype.size()))?;
     call(
         "reducescatter",
         cx.group().reducescatter(
-            &Tensor::from_bytes("rs", dtype, vec![total], &input).map_err(|e| e.to_string())?,
-            &mut TensorMut::from_bytes("rs", dtype, vec![counts[rank]], &mut output)
-                .map_err(|e| e.to_string())?,
+            &cx.view(&mut input, "rs", dtype, vec![total])?,
+            &mut cx.view_mut(&mut output, "rs", dtype, vec![counts[rank]])?,
             counts,
             reduction,
         ),
     )?;
+    let output = cx.contents(&mut output)?;
     let whole = reduced(dtype, reduction, size, total, 4);
     let start = counts[..rank].iter().sum::<usize>() * dtype.size();
     let expected = &whole[start..start + counts[rank] * dtype.size()];

@@ -87,6 +87,9 @@ pub fn run() -> Result<(), String> {
     for line in hvd::transport::rdma_report().unwrap_or_default() {
         let _ = writeln!(lines, "  rdma {:<20} {line}", me.host);
     }
+    if let Some(line) = hvd::transport::nccl_report() {
+        let _ = writeln!(lines, "  nccl {:<20} {line}", me.host);
+    }
     let mut all_ok = true;
     for peer in (0..world.size).filter(|&p| p != world.rank) {
         let bytes = store.get(&key("listen", peer), WAIT).map_err(failed)?;
