@@ -53,6 +53,9 @@ pub enum Command {
     /// on the simulated cluster, predict every measured training run from its gradient
     /// schedule (error in points of efficiency), and the Horovod paper's 128-GPU setups.
     Model(crate::model::ModelArgs),
+    /// Draw `cargo xtask bench-peers --json`'s measurements as an SVG figure: bus
+    /// bandwidth against message size for hvd and each peer, one panel per rank count.
+    Plot(crate::plot::PlotArgs),
 }
 
 /// Options of `hvd-bench autotune`.
@@ -124,7 +127,8 @@ impl Command {
             | Command::Fusion(_)
             | Command::Autotune(_)
             | Command::Synthetic(_)
-            | Command::Model(_) => None,
+            | Command::Model(_)
+            | Command::Plot(_) => None,
         }
     }
 

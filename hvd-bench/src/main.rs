@@ -5,14 +5,18 @@
 //! hvd-bench allgather --np 4 --sizes 64M --json
 //! hvd-bench runtime --np 2
 //! hvd-bench synthetic --model resnet101 --np 1,2,4 --fusion on,off
+//! hvd-bench plot --input bench-peers.jsonl --output bench-peers.svg
 //! ```
 
 mod args;
 mod autotune;
 mod buffers;
+mod figure;
 mod fusion;
+mod jsonl;
 mod measure;
 mod model;
+mod plot;
 mod report;
 mod runtime;
 mod synthetic;
@@ -52,6 +56,9 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
         std::env::var_os("HVD_RANK").is_some() || std::env::var_os("HOROVOD_RANK").is_some();
     if let Command::Model(args) = &cli.command {
         return model::run(args).map(|()| ExitCode::SUCCESS);
+    }
+    if let Command::Plot(args) = &cli.command {
+        return plot::run(args).map(|()| ExitCode::SUCCESS);
     }
     if let Command::Synthetic(args) = &cli.command {
         return synthetic::run(args, launched).map(|()| ExitCode::SUCCESS);

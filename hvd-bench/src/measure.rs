@@ -37,14 +37,24 @@ pub struct Row {
     pub checked: Option<bool>,
 }
 
+/// nccl-tests' algorithm bandwidth: bytes of the reported size per second, in GB/s (10^9).
+pub fn algbw_gbps(bytes: usize, time_us: f64) -> f64 {
+    bytes as f64 / (time_us * 1e-6) / 1e9
+}
+
+/// nccl-tests' bus bandwidth, in GB/s: the algorithm bandwidth scaled by how much of the
+/// data each rank's link carries, comparable across collectives and rank counts.
+pub fn busbw_gbps(op: BenchOp, np: usize, bytes: usize, time_us: f64) -> f64 {
+    algbw_gbps(bytes, time_us) * op.bus_factor(np)
+}
+
 impl Row {
-    /// Bytes per second of the reported size, in GB/s (10^9).
     pub fn algbw_gbps(&self) -> f64 {
-        self.bytes as f64 / (self.time_us_median * 1e-6) / 1e9
+        algbw_gbps(self.bytes, self.time_us_median)
     }
 
     pub fn busbw_gbps(&self) -> f64 {
-        self.algbw_gbps() * self.op.bus_factor(self.np)
+        busbw_gbps(self.op, self.np, self.bytes, self.time_us_median)
     }
 }
 

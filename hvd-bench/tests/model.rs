@@ -1,5 +1,6 @@
 //! `hvd-bench model` end to end, on measurements made up from known costs: the fit finds
-//! them, every run gets a prediction, the plot is a PNG, and bad input is named.
+//! them, every run gets a prediction, the plot is an SVG figure, and bad input is named
+//! by file and line.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -40,7 +41,7 @@ fn the_fit_finds_the_costs_and_every_run_is_predicted() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("allreduce.jsonl"), allreduce_lines()).unwrap();
     std::fs::write(dir.path().join("synthetic.jsonl"), RUNS).unwrap();
-    let plot = dir.path().join("model.png");
+    let plot = dir.path().join("model.svg");
     let out = model(dir.path(), &["--plot", plot.to_str().unwrap()]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -71,8 +72,12 @@ fn the_fit_finds_the_costs_and_every_run_is_predicted() {
             "{model}: {stdout}"
         );
     }
-    let png = std::fs::read(&plot).unwrap();
-    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(svg.starts_with("<svg "), "{svg}");
+    assert!(
+        svg.contains("3 training runs on the simulated cluster;"),
+        "{svg}"
+    );
 }
 
 #[test]
@@ -89,9 +94,7 @@ fn missing_and_malformed_measurements_are_named() {
     let stderr = String::from_utf8_lossy(&model(dir.path(), &[]).stderr).into_owned();
     assert!(
         stderr.starts_with("hvd-bench: ")
-            && stderr.contains(
-                "allreduce.jsonl: expected `,` or `}` at line 1 column 11: {\"link\": 1gbit}"
-            ),
+            && stderr.contains("allreduce.jsonl:1:11: expected `,` or `}`: {\"link\": 1gbit}"),
         "{stderr}"
     );
     std::fs::write(dir.path().join("allreduce.jsonl"), allreduce_lines()).unwrap();
@@ -102,9 +105,8 @@ fn missing_and_malformed_measurements_are_named() {
     .unwrap();
     let stderr = String::from_utf8_lossy(&model(dir.path(), &[]).stderr).into_owned();
     assert!(
-        stderr.starts_with(
-            "hvd-bench: a measurement names a model hvd-bench does not know, \"alexnet\": {"
-        ),
+        stderr.starts_with("hvd-bench: ")
+            && stderr.contains("synthetic.jsonl:1: a model hvd-bench does not know, \"alexnet\""),
         "{stderr}"
     );
 }

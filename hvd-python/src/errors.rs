@@ -3,6 +3,7 @@
 use pyo3::PyErr;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
 
 create_exception!(
     _hvd,
@@ -30,8 +31,20 @@ create_exception!(
 );
 
 /// The Python exception for an hvd error: bad arguments are `ValueError`s, the rest are
-/// `HorovodInternalError`s, more precise where the kind of failure is known.
+/// `HorovodInternalError`s, more precise where the kind of failure is known. Every one
+/// carries `recoverable`: whether an elastic job goes on after it (a lost or silent
+/// peer, a timeout, a peer's shutdown) or ends (a bug).
 pub fn to_py(error: hvd::Error) -> PyErr {
+    let recoverable = error.is_recoverable();
+    let err = python_error(error);
+    // What an elastic job goes on after (hvd.elastic.run reads it), decided once in Rust.
+    Python::attach(|py| {
+        let _ = err.value(py).setattr("recoverable", recoverable);
+    });
+    err
+}
+
+fn python_error(error: hvd::Error) -> PyErr {
     let message = error.to_string();
     match error {
         hvd::Error::InvalidArgument { .. } | hvd::Error::Config { .. } => {

@@ -6,6 +6,7 @@ use hvd::{Hvd, ProcessSet};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
+use crate::elastic;
 use crate::errors::to_py;
 
 static JOB: RwLock<Option<Hvd>> = RwLock::new(None);
@@ -42,11 +43,35 @@ pub fn init(py: Python<'_>, process_sets: Vec<Vec<usize>>) -> PyResult<bool> {
         let ended = job.take();
         py.detach(|| ended.map(hvd::Hvd::shutdown));
     }
+    if elastic::worker()?.is_some() {
+        if !process_sets.is_empty() {
+            return Err(PyValueError::new_err(
+                "an elastic job cannot have process sets created at init: its ranks change from round to round; add them in each round with add_process_set",
+            ));
+        }
+        drop(job);
+        // The first round; a worker removed before it joins one has nothing to do.
+        if elastic::elastic_join(py)?.is_none() {
+            return Err(pyo3::exceptions::PySystemExit::new_err(0));
+        }
+        return Ok(true);
+    }
     let hvd = py
         .detach(|| hvd::Builder::new().process_sets(process_sets).build())
         .map_err(to_py)?;
     *job = Some(hvd);
     Ok(true)
+}
+
+/// Makes `hvd` the running job (an elastic round's), ending any other.
+pub fn install(py: Python<'_>, hvd: Hvd) {
+    let previous = JOB
+        .write()
+        .unwrap_or_else(PoisonError::into_inner)
+        .replace(hvd);
+    if let Some(previous) = previous {
+        py.detach(|| previous.shutdown());
+    }
 }
 
 /// Leaves the job; the other ranks' pending and later collectives fail naming this rank.

@@ -7,6 +7,7 @@
 mod aligned;
 mod collectives;
 mod dlpack;
+mod elastic;
 mod errors;
 mod handle;
 mod job;
@@ -41,6 +42,12 @@ fn _hvd(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(job::is_homogeneous, m)?)?;
     m.add_function(wrap_pyfunction!(job::built_transports, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(elastic::elastic_worker, m)?)?;
+    m.add_function(wrap_pyfunction!(elastic::elastic_join, m)?)?;
+    m.add_function(wrap_pyfunction!(elastic::elastic_leave, m)?)?;
+    m.add_function(wrap_pyfunction!(elastic::elastic_hosts_updated, m)?)?;
+    m.add_function(wrap_pyfunction!(elastic::elastic_newest_root, m)?)?;
+    m.add_function(wrap_pyfunction!(elastic::elastic_report_fatal, m)?)?;
     m.add_function(wrap_pyfunction!(collectives::allreduce_async, m)?)?;
     m.add_function(wrap_pyfunction!(collectives::broadcast_async, m)?)?;
     m.add_function(wrap_pyfunction!(collectives::allgather_async, m)?)?;

@@ -78,9 +78,9 @@ def test_hvd_run_returns_every_ranks_result():
 def test_hvd_run_refuses_what_it_cannot_do():
     import hvd
 
-    with pytest.raises(ValueError, match="elastic training is not supported by hvd's "
-                                         r"Python front \(min_np given\)"):
-        hvd.run(print, np=2, min_np=1)
+    with pytest.raises(TypeError, match="run\\(\\) got unexpected keyword arguments: "
+                                        "min_nps"):
+        hvd.run(print, np=2, min_nps=1)
     with pytest.raises(ValueError, match="start the program with mpirun instead"):
         hvd.run(print, np=2, use_mpi=True)
 
@@ -100,3 +100,13 @@ def test_horovodrun_takes_horovods_ci_command_line():
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "unexpected argument '--no-such-flag' found" in done.stderr, done.stderr
+
+
+def test_hvd_run_passes_horovods_elastic_arguments_to_hvdrun():
+    from hvd.runner import _elastic_args
+
+    assert _elastic_args({}) == []
+    assert _elastic_args({"min_np": 2, "cooldown_range": (1, 5)}) == [
+        "--elastic", "--blacklist-cooldown-range", "1", "5", "--min-np", "2"]
+    assert _elastic_args({"host_discovery_script": "d.sh", "slots": 4}) == [
+        "--host-discovery-script", "d.sh", "--slots-per-host", "4"]

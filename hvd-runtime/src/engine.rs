@@ -147,24 +147,47 @@ impl Engine {
         }
         let mut busy = false;
         loop {
-            let (submissions, shutdown) = self.queue.take(self.config.cycle_time, busy);
-            let took = !submissions.is_empty();
-            submissions.into_iter().for_each(|s| self.accept(s));
-            let waiting = self.pending.len();
-            self.leaving |= shutdown;
-            let next = self.cycle().unwrap_or_else(|e| {
-                // Tensors submitted while the failed round was blocked were waiting too.
-                let (late, _) = self.queue.take(Duration::ZERO, false);
-                late.into_iter().for_each(|s| self.accept(s));
-                Next::Stop(while_negotiating(e, &self.waiting()))
-            });
-            if let Next::Stop(reason) = next {
-                self.stop(reason);
-                return;
+            // A panic (a bug, here or in a transport or a caller's buffer) must not
+            // leave callers waiting forever: it fails everything, naming this rank.
+            let step = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.step(busy)));
+            match step {
+                Ok((Next::Continue, next_busy)) => busy = next_busy,
+                Ok((Next::Stop(reason), _)) => {
+                    self.stop(reason);
+                    return;
+                }
+                Err(panic) => {
+                    let reason = Error::Shutdown {
+                        cause: format!(
+                            "rank {}: hvd's background thread failed: {}",
+                            self.rank,
+                            panic_message(panic.as_ref())
+                        ),
+                    };
+                    tracing::error!("{reason}");
+                    self.stop(reason);
+                    return;
+                }
             }
-            // The caller of what just completed is likely to submit again at once.
-            busy = took || self.pending.len() < waiting;
         }
+    }
+
+    /// Takes what was submitted and runs one cycle; returns what comes next and whether
+    /// the engine should poll rather than sleep before the next one.
+    fn step(&mut self, busy: bool) -> (Next, bool) {
+        let (submissions, shutdown) = self.queue.take(self.config.cycle_time, busy);
+        let took = !submissions.is_empty();
+        submissions.into_iter().for_each(|s| self.accept(s));
+        let waiting = self.pending.len();
+        self.leaving |= shutdown;
+        let next = self.cycle().unwrap_or_else(|e| {
+            // Tensors submitted while the failed round was blocked were waiting too.
+            let (late, _) = self.queue.take(Duration::ZERO, false);
+            late.into_iter().for_each(|s| self.accept(s));
+            Next::Stop(while_negotiating(e, &self.waiting()))
+        });
+        // The caller of what just completed is likely to submit again at once.
+        (next, took || self.pending.len() < waiting)
     }
 
     fn accept(&mut self, submission: Submission) {
@@ -406,4 +429,13 @@ impl Engine {
             p.work.fail(reason.clone());
         }
     }
+}
+
+/// What a panic said, for the error that reports it.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
 }

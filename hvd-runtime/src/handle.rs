@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use hvd_core::Result;
+use hvd_core::{Error, Result};
 
 use super::poll::{HANDLE_POLL, poll_until};
 
@@ -40,6 +40,32 @@ impl<T> Slot<T> {
             self.done.notify_all();
         }
     }
+}
+
+/// The background thread's side of a [`Slot`]: what completes it. Dropping one that has
+/// not completed (a panic in the background thread, a bug) fails the slot, so a caller
+/// never waits forever for work that no longer exists.
+pub(crate) struct Completion<T>(Arc<Slot<T>>);
+
+impl<T> Completion<T> {
+    /// Completes the operation; only the first completion counts.
+    pub(crate) fn complete(&self, outcome: Result<T>) {
+        self.0.complete(outcome);
+    }
+}
+
+impl<T> Drop for Completion<T> {
+    fn drop(&mut self) {
+        self.0.complete(Err(Error::Shutdown {
+            cause: "the operation was abandoned: hvd's background thread failed while it ran (the next call says why)".into(),
+        }));
+    }
+}
+
+/// A new slot, and the completion the background thread completes it through.
+pub(crate) fn slot<T>() -> (Arc<Slot<T>>, Completion<T>) {
+    let slot = Arc::new(Slot::default());
+    (slot.clone(), Completion(slot))
 }
 
 /// The result of an asynchronous collective, available once the operation completes on

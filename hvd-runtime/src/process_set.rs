@@ -8,7 +8,7 @@ use std::time::Duration;
 use hvd_core::{Compression, Device, Error, ReduceOp, Reduction, Result, Topology, validate};
 
 use super::buffer::Buffer;
-use super::handle::{Handle, Slot};
+use super::handle::{self, Completion, Handle, Slot};
 use super::queue::Submission;
 use super::set_engine::SetEngine;
 use super::stats::StatsSnapshot;
@@ -128,7 +128,7 @@ impl ProcessSet {
         name: &str,
         op: &'static str,
         tensor: B,
-        make: impl FnOnce(B, Arc<Slot<T>>) -> Work,
+        make: impl FnOnce(B, Completion<T>) -> Work,
     ) -> Result<Handle<T>> {
         let (dtype, shape, device) = (tensor.dtype(), tensor.shape(), tensor.device());
         let elements: usize = shape.iter().product();
@@ -144,8 +144,8 @@ impl ProcessSet {
                 format!("shape {shape:?} does not match the {bytes} bytes of the tensor"),
             ));
         }
-        let slot = Arc::new(Slot::default());
-        let work = make(tensor, slot.clone());
+        let (slot, completion) = handle::slot();
+        let work = make(tensor, completion);
         let submission = Submission::new(name, work, dtype, shape, device);
         self.submit(submission, slot)
     }
@@ -154,10 +154,10 @@ impl ProcessSet {
     fn submit_control<T>(
         &self,
         name: String,
-        make: impl FnOnce(Arc<Slot<T>>) -> Control,
+        make: impl FnOnce(Completion<T>) -> Control,
     ) -> Result<Handle<T>> {
-        let slot = Arc::new(Slot::default());
-        let work = Work::Control(make(slot.clone()));
+        let (slot, completion) = handle::slot();
+        let work = Work::Control(make(completion));
         self.submit(Submission::control(name, work), slot)
     }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use hvd_core::{Compression, Error, Reduction, Result};
 
 use super::buffer::{AnyBuffer, Buffer};
-use super::handle::Slot;
+use super::handle::Completion;
 use super::request::{BatchKey, Op};
 
 /// Runs process-set changes for the global set's engine.
@@ -58,19 +58,19 @@ pub(crate) enum ResizedOp {
 }
 
 pub(crate) enum Control {
-    Barrier(Arc<Slot<()>>),
+    Barrier(Completion<()>),
     /// Answers the last rank to join.
-    Join(Arc<Slot<usize>>),
+    Join(Completion<usize>),
     /// Answers the new set's id.
     AddProcessSet {
         members: Vec<usize>,
         registry: Arc<dyn SetRegistry>,
-        slot: Arc<Slot<usize>>,
+        slot: Completion<usize>,
     },
     RemoveProcessSet {
         id: usize,
         registry: Arc<dyn SetRegistry>,
-        slot: Arc<Slot<()>>,
+        slot: Completion<()>,
     },
 }
 
@@ -160,11 +160,11 @@ pub(crate) trait Resized: Send {
 /// A tensor of type `B` and the slot its result of type `T` goes to.
 pub(crate) struct Returns<B, T> {
     tensor: B,
-    slot: Arc<Slot<T>>,
+    slot: Completion<T>,
 }
 
 impl<B, T> Returns<B, T> {
-    pub fn new(tensor: B, slot: Arc<Slot<T>>) -> Box<Self> {
+    pub fn new(tensor: B, slot: Completion<T>) -> Box<Self> {
         Box::new(Returns { tensor, slot })
     }
 }

@@ -5,7 +5,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{config, job, job_with_sets};
-use hvd::{Config, ReduceOp};
+use hvd::core::reference::LocalGroup;
+use hvd::{Collective, Config, ReduceOp};
 
 #[test]
 fn a_tensor_one_rank_never_submits_fails_after_the_stall_shutdown_time() {
@@ -342,5 +343,76 @@ fn a_join_that_fails_at_the_stall_shutdown_time_leaves_no_rank_joined() {
     for (_, barrier, sum) in results {
         assert_eq!(barrier, Ok(()));
         assert_eq!(sum.unwrap(), [2], "no rank contributes zeros as if joined");
+    }
+}
+
+/// The reference transport, panicking on any allreduce of a tensor named `boom`: a bug
+/// in a transport or middleware, which the engine must not turn into a hang.
+struct PanicsOnBoom(hvd::core::reference::LocalCollective);
+
+impl hvd::core::layer::Layer for PanicsOnBoom {
+    type Inner = hvd::core::reference::LocalCollective;
+    fn inner(&self) -> &Self::Inner {
+        &self.0
+    }
+    fn call(&self, op: hvd::core::Operation<'_, '_>) -> hvd::Result<()> {
+        if let hvd::core::Operation::Allreduce { tensors, .. } = &op
+            && tensors.iter().any(|t| t.name() == "boom")
+        {
+            panic!("injected failure in the transport");
+        }
+        op.run(&self.0)
+    }
+    fn split(this: &Self, members: &[usize]) -> hvd::Result<Option<Box<dyn hvd::Collective>>> {
+        this.0.split(members)
+    }
+}
+
+#[test]
+fn a_panic_in_the_background_thread_fails_the_running_call_and_every_later_one() {
+    let group = LocalGroup::new(2).timeout(Duration::from_secs(30)).build();
+    let errors: Vec<(String, String)> = std::thread::scope(|s| {
+        let handles: Vec<_> = group
+            .into_iter()
+            .map(|collective| {
+                s.spawn(move || {
+                    let hvd = hvd::Builder::new()
+                        .collective(PanicsOnBoom(collective))
+                        .config(common::config())
+                        .build()
+                        .unwrap();
+                    hvd.allreduce("fine", vec![1.0f32], ReduceOp::Sum).unwrap();
+                    let boom = hvd
+                        .allreduce_async("boom", vec![1.0f32], ReduceOp::Sum)
+                        .unwrap();
+                    let err = boom.wait().unwrap_err().to_string();
+                    let later = hvd
+                        .allreduce("later", vec![1.0f32], ReduceOp::Sum)
+                        .unwrap_err();
+                    (err, later.to_string(), hvd.rank())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                let (boom, later, _) = h.join().unwrap();
+                (boom, later)
+            })
+            .collect()
+    });
+    // The call that was running when the thread failed is abandoned, and says so;
+    // every later call names the rank and the failure.
+    for (rank, (boom, later)) in errors.iter().enumerate() {
+        assert_eq!(
+            *boom,
+            "hvd is shut down: the operation was abandoned: hvd's background thread failed while it ran (the next call says why)"
+        );
+        assert_eq!(
+            *later,
+            format!(
+                "hvd is shut down: rank {rank}: hvd's background thread failed: injected failure in the transport"
+            )
+        );
     }
 }

@@ -217,10 +217,14 @@ mod tests {
     fn a_running_rank_and_its_children_get_sigterm_first() {
         use std::io::{BufRead, BufReader, Read};
         let started = std::time::Instant::now();
+        // The child says it is ready once its trap is set (the rank's was set before it
+        // started the child), so SIGTERM cannot arrive before the traps, however slow
+        // the machine; the rank's trap waits for the child, so the child has spoken
+        // before the rank's exit ends the group.
         let (mut child, stdin) = start_line(
-            "trap 'echo stopping; exit 3' TERM; \
-             sh -c \"trap 'echo child stopping; exit 4' TERM; sleep 30 & wait\" & \
-             sleep 0.2; echo ready; wait",
+            "trap 'echo stopping; wait; exit 3' TERM; \
+             sh -c \"trap 'echo child stopping; exit 4' TERM; echo ready; sleep 30 & wait\" & \
+             wait",
             Duration::from_secs(20),
         );
         let mut stdout = BufReader::new(child.stdout.take().unwrap());

@@ -5,7 +5,9 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use crate::measure::{Series, add, fmt_us, hvd_rows, median, mpi_rows, run_capture, speedup};
+use crate::measure::{
+    JsonLines, Series, add, fmt_us, hvd_rows, median, mpi_rows, run_capture, speedup,
+};
 
 /// Whether libfabric is installed (its `fi_info` runs).
 pub(crate) fn available() -> bool {
@@ -34,8 +36,8 @@ fn mpirun_ofi(np: usize) -> Command {
     cmd
 }
 
-/// Runs and prints the libfabric table for `np` ranks; `tcp` and `shm` are hvd's own
-/// transports' series from the same run.
+/// Runs and prints the libfabric table for `np` ranks (and writes its medians to `json`);
+/// `tcp` and `shm` are hvd's own transports' series from the same run.
 pub(crate) fn table(
     bench: &Path,
     np: usize,
@@ -43,6 +45,7 @@ pub(crate) fn table(
     repeats: usize,
     mpi_allreduce: Option<&Path>,
     (tcp, shm): (&Series, &Series),
+    json: Option<&mut JsonLines>,
 ) -> Result<(), String> {
     let size_list: Vec<String> = sizes.iter().map(usize::to_string).collect();
     let (mut rdma_tcp, mut rdma_shm, mut ompi) = (Series::new(), Series::new(), Series::new());
@@ -65,6 +68,15 @@ pub(crate) fn table(
                     4,
                 ),
             );
+        }
+    }
+    if let Some(json) = json {
+        for (implementation, series) in [
+            ("hvd rdma tcp;ofi_rxm", &rdma_tcp),
+            ("hvd rdma shm", &rdma_shm),
+            ("Open MPI libfabric (cm/ofi)", &ompi),
+        ] {
+            json.write("allreduce", np, implementation, series)?;
         }
     }
     println!(

@@ -7,12 +7,16 @@
 //! prints each median and hvd's speed-up (the peer's time over hvd's). Missing peers are
 //! skipped with the command that installs them. With libfabric installed, a second
 //! table puts hvd's RDMA transport beside them ([`crate::bench_fabric`]).
+//!
+//! `--json FILE` also writes every median as a JSON line (collective, rank count, bytes,
+//! implementation, median µs, repeats), which `hvd-bench plot` draws.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::measure::{
-    Series, add, fmt_us, hvd_rows, median, mpi_rows, mpirun, options, run_capture, speedup,
+    JsonLines, Series, add, fmt_us, hvd_rows, median, mpi_rows, mpirun, options, run_capture,
+    speedup,
 };
 use crate::workspace_root;
 
@@ -85,8 +89,27 @@ fn compile_peers(root: &Path, peers: &Path) -> Peers {
     }
 }
 
+/// Takes `--json FILE`, bench-peers' own option, out of `args`; the rest are the options
+/// it shares with the other benchmarks.
+fn json_option(args: &[String]) -> Result<(Option<PathBuf>, Vec<String>), String> {
+    let mut json = None;
+    let mut rest = Vec::new();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        if arg == "--json" {
+            let path = it.next().ok_or("--json needs a file to write")?;
+            json = Some(PathBuf::from(path));
+        } else {
+            rest.push(arg.clone());
+        }
+    }
+    Ok((json, rest))
+}
+
 pub fn run(args: &[String]) -> Result<(), String> {
-    let o = options(args)?;
+    let (json, args) = json_option(args)?;
+    let o = options(&args)?;
+    let mut json = json.as_deref().map(JsonLines::create).transpose()?;
     let root = workspace_root();
     let fabric = crate::bench_fabric::available();
     let mut build = Command::new("cargo");
@@ -196,6 +219,17 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 speedup(m(&gloo), h)
             );
         }
+        if let Some(json) = &mut json {
+            for (implementation, series) in [
+                ("hvd tcp", &hvd),
+                ("hvd shm", &hvd_shm),
+                ("Open MPI TCP", &tcp),
+                ("Open MPI shared memory", &shm),
+                ("torch Gloo", &gloo),
+            ] {
+                json.write("allreduce", np, implementation, series)?;
+            }
+        }
         if fabric {
             crate::bench_fabric::table(
                 &bench,
@@ -204,6 +238,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 o.repeats,
                 peers.allreduce.as_deref().filter(|_| peers.mpirun),
                 (&hvd, &hvd_shm),
+                json.as_mut(),
             )?;
         }
         let big = 64usize << 20;
@@ -238,7 +273,46 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 fmt_us(median(&p)),
                 speedup(median(&p), median(&h))
             );
+            if let Some(json) = &mut json {
+                json.write(op, np, "hvd tcp", &Series::from([(big, h)]))?;
+                json.write(op, np, "Open MPI TCP", &Series::from([(big, p)]))?;
+            }
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(args: &[&str]) -> Vec<String> {
+        args.iter().map(|a| a.to_string()).collect()
+    }
+
+    #[test]
+    fn json_is_taken_out_of_the_shared_options() {
+        assert_eq!(
+            json_option(&strings(&[
+                "--np",
+                "2",
+                "--json",
+                "peers.jsonl",
+                "--repeats",
+                "1"
+            ])),
+            Ok((
+                Some(PathBuf::from("peers.jsonl")),
+                strings(&["--np", "2", "--repeats", "1"])
+            ))
+        );
+        assert_eq!(
+            json_option(&strings(&["--np", "2"])),
+            Ok((None, strings(&["--np", "2"])))
+        );
+        assert_eq!(
+            json_option(&strings(&["--json"])),
+            Err("--json needs a file to write".to_string())
+        );
+    }
 }

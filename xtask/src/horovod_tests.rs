@@ -209,6 +209,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
         suite.display(),
         venv.display()
     );
+    if options.parts.contains(&Part::Examples) {
+        python::ensure_torchvision(&venv)?;
+    }
     let path = python::install_wheel(&root, &venv)?;
     let results = root.join("target/horovod-tests");
     let _ = std::fs::remove_dir_all(&results);

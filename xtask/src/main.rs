@@ -46,9 +46,10 @@ commands:
       across it, and tear it down (also after Ctrl-C). Then build the hvd wheel and run
       its pytest jobs in $HVD_VENV (default ~/.cache/hvd-venv), making that environment
       first when it is missing (torch, numpy, maturin, pytest from PyPI: ~3 GB).
-  bench-peers [--np 2,4] [--sizes 4K,1M,256M] [--repeats 3] [--peers DIR]
+  bench-peers [--np 2,4] [--sizes 4K,1M,256M] [--repeats 3] [--peers DIR] [--json FILE]
       Run hvd-bench next to Open MPI (TCP and shared memory) and Gloo in one run and
-      print the medians and hvd's speed-ups.
+      print the medians and hvd's speed-ups; --json also writes every median as JSON
+      lines, which `hvd-bench plot --input FILE --output FIGURE.svg` draws.
   bench-torch [--models mlp,cnn] [--np 2] [--epochs 2] [--repeats 3] [--peers DIR]
       Build the hvd wheel into $HVD_VENV and train the same job with hvd.torch (under
       hvdrun) and with DistributedDataParallel over Gloo, alternately; print the median

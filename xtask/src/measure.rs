@@ -2,7 +2,9 @@
 //! its rows, medians and the way times and ratios are printed.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::workspace_root;
@@ -147,5 +149,118 @@ pub(crate) fn speedup(peer: Option<f64>, hvd: Option<f64>) -> String {
     match (peer, hvd) {
         (Some(p), Some(h)) => format!("{:.2}x", p / h),
         _ => "-".into(),
+    }
+}
+
+/// `s` as a JSON string.
+fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// One measured median as a JSON object on one line: what `hvd-bench plot` reads.
+pub(crate) fn json_row(
+    collective: &str,
+    np: usize,
+    bytes: usize,
+    implementation: &str,
+    times: &[f64],
+) -> Option<String> {
+    let median = median(times)?;
+    Some(format!(
+        "{{\"collective\":{},\"np\":{np},\"bytes\":{bytes},\"implementation\":{},\"time_us_median\":{median:.3},\"repeats\":{}}}",
+        json_string(collective),
+        json_string(implementation),
+        times.len()
+    ))
+}
+
+/// `--json FILE`: every median of a run, a JSON object a line, written as each table is
+/// done (a run cut short keeps what it measured).
+pub(crate) struct JsonLines {
+    path: PathBuf,
+    file: BufWriter<File>,
+}
+
+impl JsonLines {
+    /// Creates the file now, so that a path that cannot be written fails before the run.
+    pub fn create(path: &Path) -> Result<JsonLines, String> {
+        let file = File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(JsonLines {
+            path: path.to_path_buf(),
+            file: BufWriter::new(file),
+        })
+    }
+
+    /// Writes the median of every size of `series`.
+    pub fn write(
+        &mut self,
+        collective: &str,
+        np: usize,
+        implementation: &str,
+        series: &Series,
+    ) -> Result<(), String> {
+        for (&bytes, times) in series {
+            if let Some(row) = json_row(collective, np, bytes, implementation, times) {
+                writeln!(self.file, "{row}")
+                    .map_err(|e| format!("{}: {e}", self.path.display()))?;
+            }
+        }
+        self.file
+            .flush()
+            .map_err(|e| format!("{}: {e}", self.path.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_rows_hold_the_median_and_the_repeats() {
+        assert_eq!(
+            json_row("allreduce", 2, 4096, "hvd tcp", &[7.5, 6.25, 9.0]).as_deref(),
+            Some(
+                "{\"collective\":\"allreduce\",\"np\":2,\"bytes\":4096,\"implementation\":\"hvd tcp\",\"time_us_median\":7.500,\"repeats\":3}"
+            )
+        );
+        assert_eq!(json_row("allreduce", 2, 4096, "hvd tcp", &[]), None);
+        assert_eq!(
+            json_string("hvd rdma \"tcp;ofi_rxm\"\\\n"),
+            "\"hvd rdma \\\"tcp;ofi_rxm\\\"\\\\\\u000a\""
+        );
+    }
+
+    #[test]
+    fn json_lines_are_written_per_size_in_order() {
+        let dir = std::env::temp_dir().join(format!("xtask-json-lines-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("peers.jsonl");
+        let mut json = JsonLines::create(&path).unwrap();
+        let mut series = Series::new();
+        add(&mut series, vec![(65536, 20.0), (4096, 5.0), (65536, 30.0)]);
+        json.write("allreduce", 4, "Open MPI TCP", &series).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(
+            text,
+            "{\"collective\":\"allreduce\",\"np\":4,\"bytes\":4096,\"implementation\":\"Open MPI TCP\",\"time_us_median\":5.000,\"repeats\":1}\n\
+             {\"collective\":\"allreduce\",\"np\":4,\"bytes\":65536,\"implementation\":\"Open MPI TCP\",\"time_us_median\":30.000,\"repeats\":2}\n"
+        );
+        let missing = Path::new("/nonexistent-dir/peers.jsonl");
+        assert_eq!(
+            JsonLines::create(missing).err().as_deref(),
+            Some("/nonexistent-dir/peers.jsonl: No such file or directory (os error 2)")
+        );
     }
 }

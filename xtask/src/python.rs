@@ -67,19 +67,46 @@ pub fn install_wheel(root: &Path, venv: &Path) -> Result<OsString, String> {
     Ok(path)
 }
 
-/// Builds and installs the wheel, then runs pytest; an empty collection is a failure.
-pub fn test(root: &Path, venv: &Path) -> Result<(), String> {
-    let path = install_wheel(root, venv)?;
-    let status = Command::new(venv.join("bin/python"))
-        .args(["-m", "pytest", "-q", "hvd-python/tests"])
-        .current_dir(root)
-        .env("PATH", &path)
-        .status()
-        .map_err(|e| format!("could not run pytest: {e}"))?;
-    match status.code() {
-        Some(0) => Ok(()),
-        Some(5) => Err("pytest collected no tests in hvd-python/tests".into()),
-        _ => Err(format!("the Python tests failed ({status})")),
+/// The Python environment with this tree's wheel installed.
+pub struct Installed {
+    pub venv: PathBuf,
+    /// `PATH` with the environment's programs (python, hvdrun, horovodrun) first.
+    pub path: OsString,
+}
+
+impl Installed {
+    /// Builds the wheel and installs it into `venv`.
+    pub fn new(root: &Path, venv: &Path) -> Result<Installed, String> {
+        let path = install_wheel(root, venv)?;
+        Ok(Installed {
+            venv: venv.to_path_buf(),
+            path,
+        })
+    }
+
+    /// Runs pytest over `tests` (paths and options, from the workspace root) with
+    /// `env`; an empty collection is a failure.
+    pub fn pytest(&self, root: &Path, tests: &[&str], env: &[(&str, &Path)]) -> Result<(), String> {
+        let mut command = Command::new(self.venv.join("bin/python"));
+        command
+            .args(["-m", "pytest", "-q"])
+            .args(tests)
+            .current_dir(root)
+            .env("PATH", &self.path);
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let status = command
+            .status()
+            .map_err(|e| format!("could not run pytest: {e}"))?;
+        match status.code() {
+            Some(0) => Ok(()),
+            Some(5) => Err(format!("pytest collected no tests in {}", tests.join(" "))),
+            _ => Err(format!(
+                "the Python tests {} failed ({status})",
+                tests.join(" ")
+            )),
+        }
     }
 }
 
@@ -109,6 +136,36 @@ pub fn make(venv: &Path) -> Result<(), String> {
         .args(["install", "--quiet"])
         .args(PACKAGES.split(' ')))?;
     ready(venv)
+}
+
+/// torchvision and pillow, which Horovod's examples import, installed when missing: pinned
+/// to the environment's torch so that pip neither swaps torch nor pairs a mismatched build.
+pub fn ensure_torchvision(venv: &Path) -> Result<(), String> {
+    let python = venv.join("bin/python");
+    let probe = |code: &str| {
+        Command::new(&python)
+            .args(["-c", code])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    if probe("import torchvision, PIL").is_some() {
+        return Ok(());
+    }
+    let torch = probe("import torch; print(torch.__version__.split('+')[0])")
+        .ok_or_else(|| format!("no torch in {}", venv.display()))?;
+    println!(
+        "installing torchvision and pillow (for torch {torch}) into {}",
+        venv.display()
+    );
+    run(Command::new(venv.join("bin/pip")).args([
+        "install",
+        "--quiet",
+        &format!("torch=={torch}"),
+        "torchvision",
+        "pillow",
+    ]))
 }
 
 fn run(command: &mut Command) -> Result<(), String> {

@@ -213,6 +213,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         );
     }
 
+    let python_env = PythonEnv::prepare(&root);
     let one_host = if options.cluster_only {
         Run {
             passed: true,
@@ -229,16 +230,14 @@ pub fn run(args: &[String]) -> Result<(), String> {
         run_tests(&mut command)?
     };
     let cluster = if ran.contains(&"tcp") {
-        cluster_tests(&root, &features, &options)
+        cluster_tests(&root, &features, &options, &python_env)
     } else {
         ClusterTests::Skipped("the TCP transport, which crosses hosts, is not built".into())
     };
     let python = if options.cluster_only {
-        Err(PythonTests::Skipped(
-            "the Python front's tests (--cluster-only)".into(),
-        ))
+        Ok(())
     } else {
-        python_tests(&root)
+        python_env.test(&root)
     };
 
     println!("test-cluster: transports tested: {}", ran.join(", "));
@@ -280,10 +279,11 @@ pub fn run(args: &[String]) -> Result<(), String> {
         }
         ClusterTests::Failed(why) => failures.push(why),
     }
-    match python {
-        Err(PythonTests::Skipped(line)) => println!("test-cluster: skipped {line}"),
-        Err(PythonTests::Failed(e)) => failures.push(e),
-        Ok(()) => {}
+    if let PythonEnv::Skipped(line) = &python_env {
+        println!("test-cluster: skipped {line}");
+    }
+    if let Err(e) = python {
+        failures.push(e);
     }
     if failures.is_empty() {
         Ok(())
@@ -301,7 +301,12 @@ enum ClusterTests {
 /// Builds the simulated cluster, runs the tests of `hvdrun/tests/cluster.rs` and
 /// `hvdrun/tests/elastic_cluster.rs` across it one at a time (some cut its links), and
 /// tears it down, also after Ctrl-C.
-fn cluster_tests(root: &Path, features: &[String], options: &Options) -> ClusterTests {
+fn cluster_tests(
+    root: &Path,
+    features: &[String],
+    options: &Options,
+    python: &PythonEnv,
+) -> ClusterTests {
     if let Some(why) = cluster::unavailable() {
         return ClusterTests::Skipped(why);
     }
@@ -357,7 +362,19 @@ fn cluster_tests(root: &Path, features: &[String], options: &Options) -> Cluster
         }
     }
     command.env("HVD_TEST_CLUSTER", &cluster.description);
-    let run = run_tests(&mut command);
+    let run = run_tests(&mut command).map(|mut run| {
+        // Python's elastic scenarios, on the same hosts (their `cluster` parameter).
+        if let PythonEnv::Ready(installed) = python {
+            println!("test-cluster: the Python front's elastic scenarios on the cluster");
+            let tests = ["hvd-python/tests/test_elastic.py", "-k", "cluster"];
+            let env = [("HVD_TEST_CLUSTER", cluster.description.as_path())];
+            if let Err(why) = installed.pytest(root, &tests, &env) {
+                run.verdicts.push(why);
+                run.passed = false;
+            }
+        }
+        run
+    });
     drop(cluster);
     if interrupt::interrupted() {
         return ClusterTests::Failed("interrupted; the simulated cluster was removed".into());
@@ -368,29 +385,48 @@ fn cluster_tests(root: &Path, features: &[String], options: &Options) -> Cluster
     }
 }
 
-enum PythonTests {
+/// The Python environment the Python tests run in, or why they cannot.
+enum PythonEnv {
+    Ready(python::Installed),
     Skipped(String),
     Failed(String),
 }
 
-/// The Python front's pytest jobs, in their environment, made first when it is missing.
-/// When it cannot be made, under CI that is a failure, as for the system tools.
-fn python_tests(root: &std::path::Path) -> Result<(), PythonTests> {
-    let venv = python::venv();
-    if let Err(why) = python::ready(&venv).or_else(|_| python::make(&venv)) {
-        let line = format!(
-            "the Python front's tests (hvd-python): {why} (install: {})",
-            python::install_hint(&venv)
-        );
-        if std::env::var_os("CI").is_some() {
-            return Err(PythonTests::Failed(line));
+impl PythonEnv {
+    /// The environment, made first when it is missing, with this tree's wheel. When it
+    /// cannot be made, under CI that is a failure, as for the system tools.
+    fn prepare(root: &Path) -> PythonEnv {
+        let venv = python::venv();
+        if let Err(why) = python::ready(&venv).or_else(|_| python::make(&venv)) {
+            let line = format!(
+                "the Python front's tests (hvd-python): {why} (install: {})",
+                python::install_hint(&venv)
+            );
+            if std::env::var_os("CI").is_some() {
+                return PythonEnv::Failed(line);
+            }
+            println!("test-cluster: skipping {line}");
+            return PythonEnv::Skipped(line);
         }
-        println!("test-cluster: skipping {line}");
-        return Err(PythonTests::Skipped(line));
+        match python::Installed::new(root, &venv) {
+            Ok(installed) => PythonEnv::Ready(installed),
+            Err(why) => PythonEnv::Failed(why),
+        }
     }
-    println!(
-        "test-cluster: the Python front's tests, in {}",
-        venv.display()
-    );
-    python::test(root, &venv).map_err(PythonTests::Failed)
+
+    /// The Python front's pytest jobs on this host (the simulated cluster's are run by
+    /// `cluster_tests`).
+    fn test(&self, root: &Path) -> Result<(), String> {
+        match self {
+            PythonEnv::Ready(installed) => {
+                println!(
+                    "test-cluster: the Python front's tests, in {}",
+                    installed.venv.display()
+                );
+                installed.pytest(root, &["hvd-python/tests"], &[])
+            }
+            PythonEnv::Skipped(_) => Ok(()),
+            PythonEnv::Failed(why) => Err(why.clone()),
+        }
+    }
 }

@@ -16,12 +16,13 @@ mod ring;
 mod schedule;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 use hvd::Compression;
-use serde_json::Value;
 
+use crate::figure;
+use crate::jsonl::{self, Record};
 use crate::synthetic::compute::{ComputePlan, p100_seconds_per_image};
 use crate::synthetic::models::{Architecture, Model};
 use ring::Ring;
@@ -33,7 +34,7 @@ pub struct ModelArgs {
     /// The folder `cargo xtask scaling` wrote (allreduce.jsonl, synthetic.jsonl).
     #[arg(long, default_value = "target/scaling")]
     pub measurements: PathBuf,
-    /// Where to draw predicted against measured efficiency, as a PNG.
+    /// Where to draw predicted against measured efficiency, as an SVG figure.
     #[arg(long)]
     pub plot: Option<PathBuf>,
 }
@@ -45,31 +46,6 @@ const NEGOTIATION_STEPS: f64 = 2.0;
 /// The simulated P100 batch: 32 images, as `hvd-bench synthetic` runs it.
 const BATCH: usize = 32;
 
-fn read_lines(path: &Path) -> Result<Vec<Value>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).map_err(|e| format!("{}: {e}: {l}", path.display())))
-        .collect()
-}
-
-fn field<'a>(row: &'a Value, name: &str) -> Result<&'a Value, String> {
-    row.get(name)
-        .ok_or_else(|| format!("a measurement has no \"{name}\": {row}"))
-}
-
-fn number(row: &Value, name: &str) -> Result<f64, String> {
-    field(row, name)?
-        .as_f64()
-        .ok_or_else(|| format!("\"{name}\" is not a number: {row}"))
-}
-
-fn text<'a>(row: &'a Value, name: &str) -> Result<&'a str, String> {
-    field(row, name)?
-        .as_str()
-        .ok_or_else(|| format!("\"{name}\" is not text: {row}"))
-}
-
 /// A link speed and a rank count.
 type Setup = (String, usize);
 
@@ -77,18 +53,14 @@ type Setup = (String, usize);
 /// measurements. Per rank count, because on the simulated cluster the ranks share this
 /// host's few cores: a step's latency grows with their number, as it would not on
 /// hosts of their own.
-fn fit_rings(rows: &[Value]) -> Result<BTreeMap<Setup, Ring>, String> {
+fn fit_rings(rows: &[Record]) -> Result<BTreeMap<Setup, Ring>, String> {
     let mut points: BTreeMap<Setup, Vec<(usize, f64, f64)>> = BTreeMap::new();
     for row in rows {
-        let n = number(row, "np")? as usize;
+        let n = row.count("np")?;
         points
-            .entry((text(row, "link")?.to_string(), n))
+            .entry((row.text("link")?.to_string(), n))
             .or_default()
-            .push((
-                n,
-                number(row, "bytes")?,
-                number(row, "time_us_median")? / 1e6,
-            ));
+            .push((n, row.number("bytes")?, row.number("time_us_median")? / 1e6));
     }
     points
         .into_iter()
@@ -144,7 +116,7 @@ fn runtime(fusion: &str, per_byte: f64) -> Runtime {
 struct Check {
     link: String,
     hosts: usize,
-    model: String,
+    model: Architecture,
     fusion: String,
     compression: Compression,
     batch: Batch,
@@ -152,25 +124,25 @@ struct Check {
     predicted: f64,
 }
 
-fn read_runs(rows: &[Value]) -> Result<Vec<Check>, String> {
+fn read_runs(rows: &[Record]) -> Result<Vec<Check>, String> {
     let mut runs = Vec::new();
     for row in rows {
-        let name = text(row, "model")?;
-        let architecture = Architecture::from_str(name, true).map_err(|_| {
-            format!("a measurement names a model hvd-bench does not know, {name:?}: {row}")
-        })?;
-        let compression: Compression = text(row, "compression")?
+        let name = row.text("model")?;
+        let architecture = Architecture::from_str(name, true)
+            .map_err(|_| row.error(format_args!("a model hvd-bench does not know, {name:?}")))?;
+        let compression: Compression = row
+            .text("compression")?
             .parse()
-            .map_err(|e: hvd::Error| e.to_string())?;
-        let compute = number(row, "compute_ms")? / 1e3;
-        let Some(measured) = field(row, "compute_efficiency")?.as_f64() else {
+            .map_err(|e: hvd::Error| row.error(e))?;
+        let compute = row.number("compute_ms")? / 1e3;
+        let Some(measured) = row.field("compute_efficiency")?.as_f64() else {
             continue;
         };
         runs.push(Check {
-            link: text(row, "link")?.into(),
-            hosts: number(row, "np")? as usize,
-            model: name.into(),
-            fusion: text(row, "fusion")?.into(),
+            link: row.text("link")?.into(),
+            hosts: row.count("np")?,
+            model: architecture,
+            fusion: row.text("fusion")?.into(),
             compression,
             batch: batch(&architecture.build(), compute, compression),
             measured,
@@ -269,7 +241,7 @@ fn paper(tcp_wire_share: f64) -> Vec<String> {
 /// Runs `hvd-bench model`.
 pub fn run(args: &ModelArgs) -> Result<(), String> {
     let dir = &args.measurements;
-    let rings = fit_rings(&read_lines(&dir.join("allreduce.jsonl"))?)?;
+    let rings = fit_rings(&jsonl::read(&dir.join("allreduce.jsonl"))?)?;
     println!(
         "# ring allreduce costs fitted per link and rank count: t = 2(n-1) alpha + 2(n-1)/n S beta"
     );
@@ -290,7 +262,7 @@ pub fn run(args: &ModelArgs) -> Result<(), String> {
             ))
         );
     }
-    let mut checks = read_runs(&read_lines(&dir.join("synthetic.jsonl"))?)?;
+    let mut checks = read_runs(&jsonl::read(&dir.join("synthetic.jsonl"))?)?;
     let per_byte = fit_per_byte(&mut checks, &rings)?;
     for (link, rho) in &per_byte {
         println!(
@@ -311,7 +283,7 @@ pub fn run(args: &ModelArgs) -> Result<(), String> {
             "  {:<9} {:>5} {:<11} {:<6} {:<8} {:>8.1}% {:>9.1}% {:>+6.1}pt",
             c.link,
             c.hosts,
-            c.model,
+            c.model.name(),
             c.fusion,
             c.compression.name(),
             c.measured * 100.0,
@@ -337,10 +309,10 @@ pub fn run(args: &ModelArgs) -> Result<(), String> {
             .map(|c| plot::Point {
                 measured: c.measured,
                 predicted: c.predicted,
-                series: c.model.clone(),
+                model: c.model,
             })
             .collect();
-        plot::write(path, &points)?;
+        figure::save(path, &plot::svg(&points)?)?;
         println!("# plot: {}", path.display());
     }
     Ok(())

@@ -33,6 +33,17 @@ impl Architecture {
         }
     }
 
+    /// The model's name as its authors write it, for figures.
+    pub fn title(self) -> &'static str {
+        match self {
+            Architecture::Resnet50 => "ResNet-50",
+            Architecture::Resnet101 => "ResNet-101",
+            Architecture::Resnet152 => "ResNet-152",
+            Architecture::Vgg16 => "VGG-16",
+            Architecture::Inception3 => "Inception v3",
+        }
+    }
+
     /// Builds the model's layers.
     pub fn build(self) -> Model {
         let (image_size, layers) = match self {

@@ -8,9 +8,27 @@ import sys
 import sysconfig
 import tempfile
 
-# Horovod's elastic arguments: hvd's Python front has no elastic training.
-_ELASTIC = ("min_num_proc", "max_num_proc", "min_np", "max_np", "slots", "reset_limit",
-            "cooldown_range", "host_discovery_script")
+# Horovod's elastic arguments and the hvdrun flags they become.
+_ELASTIC = {
+    "min_num_proc": "--min-np", "min_np": "--min-np",
+    "max_num_proc": "--max-np", "max_np": "--max-np",
+    "slots": "--slots-per-host", "reset_limit": "--reset-limit",
+    "cooldown_range": "--blacklist-cooldown-range",
+    "host_discovery_script": "--host-discovery-script",
+    "elastic_timeout": "--elastic-timeout",
+}
+
+
+def _elastic_args(elastic):
+    """hvdrun's flags for Horovod's elastic arguments (none: not elastic)."""
+    if not elastic:
+        return []
+    args = [] if "host_discovery_script" in elastic else ["--elastic"]
+    for name, value in sorted(elastic.items()):
+        flag = _ELASTIC[name]
+        values = value if isinstance(value, (list, tuple)) else [value]
+        args += [flag, *(str(v) for v in values)]
+    return args
 
 
 def hvdrun_path():
@@ -54,17 +72,17 @@ def run(func, args=(), kwargs=None, num_proc=None, hosts=None, hostfile=None,
     under hvdrun, on this host or on ``hosts`` (``host:slots,...``) / ``hostfile``, and
     returns the ranks' return values in rank order. ``func`` travels by value
     (cloudpickle), so it may be defined in ``__main__``; it calls ``hvd.init()`` itself,
-    as under any launcher, and its return values come back through the job. A rank that fails makes this raise RuntimeError after
-    hvdrun's summary. Horovod's ``use_gloo`` is what hvd does anyway; ``use_mpi``,
-    ``mpi_args`` and the elastic arguments (no elastic training from Python) are
-    refused."""
-    given = sorted(k for k, v in elastic.items() if v is not None)
-    unknown = [k for k in given if k not in _ELASTIC]
+    as under any launcher, and its return values come back through the job. A rank that
+    fails makes this raise RuntimeError after hvdrun's summary. Horovod's ``use_gloo`` is
+    what hvd does anyway; ``use_mpi`` and ``mpi_args`` are refused. The elastic arguments
+    (``min_np``, ``max_np``, ``slots``, ``reset_limit``, ``cooldown_range``,
+    ``host_discovery_script``, ``elastic_timeout``) run the job elastically (a function
+    wrapped in ``hvd.elastic.run``); the values returned are those of the last round's
+    ranks."""
+    elastic = {k: v for k, v in elastic.items() if v is not None}
+    unknown = sorted(k for k in elastic if k not in _ELASTIC)
     if unknown:
         raise TypeError(f"run() got unexpected keyword arguments: {', '.join(unknown)}")
-    if given:
-        raise ValueError(f"hvd.run: elastic training is not supported by hvd's Python "
-                         f"front ({', '.join(given)} given)")
     if use_mpi or mpi_args:
         raise ValueError("hvd.run starts its ranks with hvdrun and runs them on hvd's own "
                          "transports; for MPI, start the program with mpirun instead")
@@ -88,6 +106,7 @@ def run(func, args=(), kwargs=None, num_proc=None, hosts=None, hostfile=None,
         command = [launcher, *_launcher_args(
             int(num_proc), hosts, hostfile, start_timeout, ssh_port, ssh_identity_file,
             output_filename, verbose, network_interfaces or network_interface),
+            *_elastic_args(elastic),
             executable or sys.executable, "-m", "hvd.runner.task", task, work]
         done = subprocess.run(command)
         if done.returncode != 0:

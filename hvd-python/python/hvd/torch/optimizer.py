@@ -137,12 +137,20 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._register_hooks()
 
     def load_state_dict(self, *args, **kwargs):
+        self._forget_pending()
+        return super(self.__class__, self).load_state_dict(*args, **kwargs)
+
+    def _forget_pending(self):
+        """Drops what a step had started: the handles of allreduces in flight (after a
+        failed elastic round their results never come), the accumulation counts and the
+        groups' readiness."""
         self._handles = {}
         self._synchronized = False
         self._should_synchronize = True
         for p in self._allreduce_delay:
             self._allreduce_delay[p] = self.backward_passes_per_step
-        return super(self.__class__, self).load_state_dict(*args, **kwargs)
+        for group in self._group_ready:
+            self._group_ready[group] = 0
 
     def set_backward_passes_per_step(self, passes):
         self.backward_passes_per_step = passes
@@ -309,6 +317,13 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
         self._handles = {}
         self._hooks = [kept for p in self._requires_update
                        for kept in _after_accumulation(p, self._make_hook(p))]
+
+    def _forget_pending(self):
+        """Drops the updates in flight and the accumulation counts (see
+        ``_DistributedOptimizer._forget_pending``)."""
+        self._handles = {}
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = self.backward_passes_per_step
 
     def _make_hook(self, p):
         def hook(*_):
