@@ -106,6 +106,30 @@ want = [0.4 / size * ((e + b / STEPS + 1 / STEPS) * (size - 1) / 2 + 1)
 np.testing.assert_allclose(rates, want, rtol=1e-6)
 say("LearningRateWarmupCallback ok")
 
+# LearningRateScheduleCallback: from start_epoch, lr * multiplier ** (epoch - start), at
+# the start of every epoch.
+rates.clear()
+sched = model_of(seed=0)
+sched.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.4)), loss="mse")
+sched.fit(mine_x, mine_y, batch_size=BATCH, epochs=3, shuffle=False, verbose=0,
+          callbacks=[hvd.callbacks.LearningRateScheduleCallback(0.4, 0.5, start_epoch=1),
+                     Record()])
+np.testing.assert_allclose(rates, [0.4] * STEPS + [0.4] * STEPS + [0.2] * STEPS, rtol=1e-6)
+say("LearningRateScheduleCallback ok")
+
+# BestModelCheckpoint: rank 0 alone writes, only when the monitored loss improves.
+best = os.path.join(sys.argv[1], f"best.{rank}.keras")
+checkpointing = hvd.callbacks.BestModelCheckpoint(monitor="loss", filepath=best)
+checkpointing.set_model(sched)
+checkpointing.on_epoch_end(0, {"loss": 2.0})
+assert os.path.exists(best) == (rank == 0)
+if rank == 0:
+    written = os.path.getmtime(best)
+    os.utime(best, (written - 100, written - 100))
+    checkpointing.on_epoch_end(1, {"loss": 3.0})
+    assert os.path.getmtime(best) == written - 100, "a worse model was saved"
+say("BestModelCheckpoint ok")
+
 # backward_passes_per_step: Keras's gradient accumulation, combined on the n-th pass.
 accumulating = hvd.DistributedOptimizer(keras.optimizers.SGD(0.1), backward_passes_per_step=2)
 assert accumulating.gradient_accumulation_steps == 2
@@ -121,6 +145,19 @@ for a, b in zip(loaded.optimizer.variables, model.optimizer.variables):
 loaded.fit(mine_x, mine_y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0,
            callbacks=[same])
 say("load_model ok")
+
+# Keras's XLA is refused when the step is traced, with what to set.
+if keras.backend.backend() == "tensorflow":
+    xla = model_of(seed=0)
+    xla.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.1)), loss="mse",
+                jit_compile=True)
+    try:
+        xla.fit(mine_x, mine_y, batch_size=BATCH, epochs=1, verbose=0)
+        raise AssertionError("jit_compile=True was not refused")
+    except ValueError as e:
+        assert "cannot run inside an XLA-compiled function" in str(e), e
+        assert "model.compile(..., jit_compile=False)" in str(e), e
+    say("Keras's XLA refused")
 
 # Other backends are refused with what to set.
 from hvd.keras import backend  # noqa: E402

@@ -102,6 +102,19 @@ for dtype in FLOATS + INTS + [tf.bool]:
         same(traced(mine), want)
 say("every op and dtype matches, eager and in tf.function")
 
+# The grouped forms: one call, one result per tensor, traced too.
+pair = [tf.fill([rank + 1, 2], float(rank)), tf.fill([rank + 1], rank + 10)]
+for grouped in (hvd.grouped_allgather, tf.function(hvd.grouped_allgather)):
+    gathered = grouped(pair, name="ggather")
+    same(gathered[0], tf.constant([[0.0, 0.0], [1.0, 1.0], [1.0, 1.0]]))
+    same(gathered[1], tf.constant([10, 11, 11]))
+rows = [tf.reshape(tf.range(8.0), [4, 2]), tf.reshape(tf.range(6.0), [3, 2])]
+for grouped in (hvd.grouped_reducescatter, tf.function(hvd.grouped_reducescatter)):
+    scattered = grouped(rows, op=hvd.Sum, name="gscatter")
+    same(scattered[0], 2 * rows[0][2 * rank:2 * rank + 2])
+    same(scattered[1], 2 * rows[1][[0, 2][rank]:[2, 3][rank]])
+say("grouped allgather and reducescatter ok")
+
 # Empty tensors go through every op.
 empty = tf.zeros([0, 4], tf.float32)
 same(hvd.allreduce(empty, name="empty.sum"), empty)

@@ -73,10 +73,40 @@ np.testing.assert_allclose(grads[0].numpy(), whole[0], rtol=1e-5, atol=1e-6)
 np.testing.assert_allclose(grads[1].numpy(), own.numpy() / size, rtol=1e-6)
 say("Sum, predivide and local sources ok")
 
-# SyncBatchNormalization: in training, each rank's half normalised with the statistics of
-# the whole batch, as one process's BatchNormalization of the whole batch would.
+# PartialDistributedGradientTape: a local layer's weights keep this rank's gradients
+# (divided by the set's size), the others are averaged.
 import keras  # noqa: E402
 
+keras.utils.set_random_seed(0)
+shared_layer, local_layer = keras.layers.Dense(3), keras.layers.Dense(2)
+shared_layer.build((None, 5))
+local_layer.build((None, 3))
+
+
+def two_layers(x):
+    return tf.reduce_mean(local_layer(shared_layer(x)) ** 2)
+
+
+def grads_of(x, partial):
+    with tf.GradientTape() as tape:
+        loss = two_layers(x)
+    if partial:
+        tape = hvd.PartialDistributedGradientTape(tape, local_layers=[local_layer])
+    variables = shared_layer.trainable_weights + local_layer.trainable_weights
+    return [g.numpy() for g in tape.gradient(loss, variables)]
+
+
+whole_two = grads_of(x_all, False)
+own_two = grads_of(x_all[half], False)
+partial = grads_of(x_all[half], True)
+for got, want in zip(partial[:2], whole_two[:2]):
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+for got, own_grad in zip(partial[2:], own_two[2:]):
+    np.testing.assert_allclose(got, own_grad / size, rtol=1e-5, atol=1e-7)
+say("PartialDistributedGradientTape keeps the local layer's gradients")
+
+# SyncBatchNormalization: in training, each rank's half normalised with the statistics of
+# the whole batch, as one process's BatchNormalization of the whole batch would.
 features = tf.constant(data.normal(2.0, 3.0, size=(8, 4)), tf.float32)
 whole_bn = keras.layers.BatchNormalization()(features, training=True).numpy()
 sync = hvd.SyncBatchNormalization()

@@ -5,7 +5,7 @@ bytes."""
 import pickle
 
 from hvd.common.basics import rank
-from hvd.common.ops import allgather_bytes, broadcast_bytes, name_for
+from hvd.common.ops import allgather_bytes, broadcast_bytes
 
 try:
     import cloudpickle as _pickler
@@ -15,9 +15,10 @@ except ImportError:
 
 def broadcast_object(obj, root_rank=0, name=None, process_set=None):
     """``root_rank``'s ``obj`` (any picklable object) on every member of the set; the
-    root gets its own object back. Unnamed calls are matched by their order (not by the
-    object's type, which the other ranks' placeholders need not share)."""
-    name = name_for(name, "broadcast_object")
+    root gets its own object back. Unnamed calls share one name, neither the object's
+    type (other ranks' placeholders need not share it) nor a count (a rank joining an
+    elastic job has made fewer calls): each call completes before the next starts."""
+    name = name or "broadcast_object"
     mine = rank() == int(root_rank)
     data = _pickler.dumps(obj) if mine else b""
     received = broadcast_bytes(data, root_rank, name, process_set)
@@ -26,8 +27,8 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=None):
 
 def allgather_object(obj, name=None, process_set=None):
     """Every member's ``obj`` (any picklable object), as a list in rank order; unnamed
-    calls are matched by their order."""
-    name = name_for(name, "allgather_object")
+    calls share one name, as broadcast_object's."""
+    name = name or "allgather_object"
     parts = allgather_bytes(_pickler.dumps(obj), name, process_set)
     return [pickle.loads(part) for part in parts]
 
