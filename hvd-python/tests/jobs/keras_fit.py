@@ -85,6 +85,16 @@ averaging.on_epoch_end(0, logs)
 assert logs == {"loss": 1.5, "acc": 5.0}, logs
 say("MetricAverageCallback ok")
 
+# The collectives on values, which give numpy arrays back.
+np.testing.assert_array_equal(hvd.allgather(np.full([1, 2], rank, np.float32)),
+                              [[0.0, 0.0], [1.0, 1.0]])
+np.testing.assert_array_equal(hvd.broadcast(np.full([2], rank, np.float32), root_rank=1),
+                              [1.0, 1.0])
+np.testing.assert_array_equal(hvd.reducescatter(np.ones([2, 2], np.float32), op=hvd.Sum),
+                              [[2.0, 2.0]])
+np.testing.assert_array_equal(hvd.allreduce(np.float32(rank + 1), op=hvd.Sum), 3.0)
+say("collectives on values ok")
+
 # LearningRateWarmupCallback: from lr / size to lr over the warmup, batch by batch.
 rates = []
 
