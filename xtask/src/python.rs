@@ -91,7 +91,7 @@ impl Installed {
     pub fn pytest(&self, root: &Path, tests: &[&str], env: &[(&str, &Path)]) -> Result<(), String> {
         let mut command = Command::new(self.venv.join("bin/python"));
         command
-            .args(["-m", "pytest", "-q"])
+            .args(["-m", "pytest", "-q", "-rs"])
             .args(tests)
             .current_dir(root)
             .env("PATH", &self.path);

@@ -366,7 +366,8 @@ fn cluster_tests(
         // Python's elastic scenarios, on the same hosts (their `cluster` parameter).
         if let PythonEnv::Ready(installed) = python {
             println!("test-cluster: the Python front's elastic scenarios on the cluster");
-            let tests = ["hvd-python/tests/test_elastic.py", "-k", "cluster"];
+            // -s shows each scenario's MEASURED time.
+            let tests = ["hvd-python/tests/test_elastic.py", "-s", "-k", "cluster"];
             let env = [("HVD_TEST_CLUSTER", cluster.description.as_path())];
             if let Err(why) = installed.pytest(root, &tests, &env) {
                 run.verdicts.push(why);
