@@ -1,6 +1,7 @@
 //! The collectives, on tensors Python describes by pointer: (data pointer, byte length,
-//! dtype name, shape). Python checks contiguity and device and holds the tensor; this
-//! side checks that the description is self-consistent before touching the memory.
+//! dtype name, shape), or hands over as DLPack capsules. Python checks contiguity and
+//! device and holds a described tensor; this side checks that the description is
+//! self-consistent before touching the memory.
 
 use std::str::FromStr;
 
@@ -8,19 +9,33 @@ use hvd::{DType, ReduceOp, Reduction};
 use pyo3::exceptions::{PyNotImplementedError, PyValueError};
 use pyo3::prelude::*;
 
+use crate::dlpack;
 use crate::errors::to_py;
-use crate::handle::{Pending, PyHandle};
+use crate::handle::{Pending, PyHandle, Results};
 use crate::job;
 use crate::memory::TensorMemory;
 
-/// A host tensor described by Python: (data pointer, byte length, dtype name, shape,
-/// the tensor itself, held until the operation completes).
+/// A host tensor from Python: described by pointer (data pointer, byte length, dtype
+/// name, shape, the tensor itself, held until the operation completes), worked on in
+/// place; or a DLPack capsule, copied into hvd's memory at once (the framework's buffer
+/// is never written) and given back as a capsule.
 #[derive(FromPyObject)]
-pub struct TensorArg(usize, usize, String, Vec<usize>, Py<PyAny>);
+pub enum TensorArg {
+    Described(usize, usize, String, Vec<usize>, Py<PyAny>),
+    Dlpack(Py<PyAny>),
+}
 
 impl TensorArg {
-    fn memory(self, op: &str) -> PyResult<TensorMemory> {
-        let TensorArg(ptr, nbytes, dtype_name, shape, owner) = self;
+    fn memory(self, py: Python<'_>, op: &str) -> PyResult<(TensorMemory, Results)> {
+        let (ptr, nbytes, dtype_name, shape, owner) = match self {
+            TensorArg::Described(ptr, nbytes, dtype, shape, owner) => {
+                (ptr, nbytes, dtype, shape, owner)
+            }
+            TensorArg::Dlpack(capsule) => {
+                let (dtype, shape, bytes) = dlpack::copy_from_capsule(capsule.bind(py), op)?;
+                return Ok((TensorMemory::owned(dtype, shape, bytes), Results::Dlpack));
+            }
+        };
         let dtype = DType::from_str(&dtype_name).map_err(|_| {
             PyValueError::new_err(format!(
                 "{op}: hvd cannot move tensors of dtype {}; it supports uint8, int8, uint16, \
@@ -41,7 +56,8 @@ impl TensorArg {
         // SAFETY: the Python front passes the data pointer and byte length of a
         // contiguous host tensor (checked there) that `owner` keeps alive, and does not
         // touch the tensor until the handle is waited on.
-        Ok(unsafe { TensorMemory::foreign(ptr, nbytes, dtype, shape, owner) })
+        let memory = unsafe { TensorMemory::foreign(ptr, nbytes, dtype, shape, owner) };
+        Ok((memory, Results::Python))
     }
 }
 
@@ -82,6 +98,7 @@ fn reduce_op(name: &str, op: &str) -> PyResult<ReduceOp> {
 #[pyfunction]
 #[pyo3(signature = (name, tensor, op, prescale = 1.0, postscale = 1.0, process_set = 0))]
 pub fn allreduce_async(
+    py: Python<'_>,
     name: &str,
     tensor: TensorArg,
     op: &str,
@@ -90,7 +107,7 @@ pub fn allreduce_async(
     process_set: usize,
 ) -> PyResult<PyHandle> {
     let set = job::process_set(process_set)?;
-    let memory = tensor.memory("allreduce")?;
+    let (memory, results) = tensor.memory(py, "allreduce")?;
     let handle = match combine(op)? {
         Combine::Reduce(op) => {
             let reduction = Reduction {
@@ -109,56 +126,64 @@ pub fn allreduce_async(
         Combine::Adasum => set.adasum_async(name, memory),
     }
     .map_err(to_py)?;
-    Ok(PyHandle::new(Pending::InPlace(handle)))
+    Ok(PyHandle::new(Pending::InPlace(handle), results))
 }
 
 /// Starts an in-place broadcast of `root`'s tensor (a rank of the set).
 #[pyfunction]
 #[pyo3(signature = (name, tensor, root, process_set = 0))]
 pub fn broadcast_async(
+    py: Python<'_>,
     name: &str,
     tensor: TensorArg,
     root: usize,
     process_set: usize,
 ) -> PyResult<PyHandle> {
-    let memory = tensor.memory("broadcast")?;
+    let (memory, results) = tensor.memory(py, "broadcast")?;
     let handle = job::process_set(process_set)?
         .broadcast_async(name, memory, root)
         .map_err(to_py)?;
-    Ok(PyHandle::new(Pending::InPlace(handle)))
+    Ok(PyHandle::new(Pending::InPlace(handle), results))
 }
 
 /// Starts an allgather along the first dim; the result is new memory.
 #[pyfunction]
 #[pyo3(signature = (name, tensor, process_set = 0))]
-pub fn allgather_async(name: &str, tensor: TensorArg, process_set: usize) -> PyResult<PyHandle> {
-    let memory = tensor.memory("allgather")?;
+pub fn allgather_async(
+    py: Python<'_>,
+    name: &str,
+    tensor: TensorArg,
+    process_set: usize,
+) -> PyResult<PyHandle> {
+    let (memory, results) = tensor.memory(py, "allgather")?;
     let handle = job::process_set(process_set)?
         .allgather_async(name, memory)
         .map_err(to_py)?;
-    Ok(PyHandle::new(Pending::Resized(handle)))
+    Ok(PyHandle::new(Pending::Resized(handle), results))
 }
 
 /// Starts an alltoall: `splits[r]` rows of the first dim go to rank `r`.
 #[pyfunction]
 #[pyo3(signature = (name, tensor, splits, process_set = 0))]
 pub fn alltoall_async(
+    py: Python<'_>,
     name: &str,
     tensor: TensorArg,
     splits: Vec<usize>,
     process_set: usize,
 ) -> PyResult<PyHandle> {
-    let memory = tensor.memory("alltoall")?;
+    let (memory, results) = tensor.memory(py, "alltoall")?;
     let handle = job::process_set(process_set)?
         .alltoall_async(name, memory, &splits)
         .map_err(to_py)?;
-    Ok(PyHandle::new(Pending::Split(handle)))
+    Ok(PyHandle::new(Pending::Split(handle), results))
 }
 
 /// Starts a reducescatter: this rank's share of the reduction, as new memory.
 #[pyfunction]
 #[pyo3(signature = (name, tensor, op, prescale = 1.0, postscale = 1.0, process_set = 0))]
 pub fn reducescatter_async(
+    py: Python<'_>,
     name: &str,
     tensor: TensorArg,
     op: &str,
@@ -171,11 +196,11 @@ pub fn reducescatter_async(
         prescale,
         postscale,
     };
-    let memory = tensor.memory("reducescatter")?;
+    let (memory, results) = tensor.memory(py, "reducescatter")?;
     let handle = job::process_set(process_set)?
         .reducescatter_with_async(name, memory, reduction)
         .map_err(to_py)?;
-    Ok(PyHandle::new(Pending::Resized(handle)))
+    Ok(PyHandle::new(Pending::Resized(handle), results))
 }
 
 /// Returns once every member of the set has reached the barrier.

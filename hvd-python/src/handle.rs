@@ -8,6 +8,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyByteArray;
 
+use crate::dlpack;
 use crate::errors::to_py;
 use crate::memory::TensorMemory;
 
@@ -21,17 +22,29 @@ pub(crate) enum Pending {
     Split(Handle<(TensorMemory, Vec<usize>)>),
 }
 
+/// How an operation's results go back to Python, by how its tensor came.
+#[derive(Clone, Copy)]
+pub(crate) enum Results {
+    /// A tensor described by pointer: the result in place in it, or new memory as a
+    /// bytearray.
+    Python,
+    /// A DLPack capsule: the result as a capsule of hvd's memory, in every case.
+    Dlpack,
+}
+
 /// An operation in flight. Waiting twice is an error; dropping it unwaited is safe (the
 /// runtime keeps the tensor alive until the operation completes).
 #[pyclass(module = "hvd._hvd", name = "Handle")]
 pub(crate) struct PyHandle {
     pending: Mutex<Option<Pending>>,
+    results: Results,
 }
 
 impl PyHandle {
-    pub fn new(pending: Pending) -> Self {
+    pub fn new(pending: Pending, results: Results) -> Self {
         PyHandle {
             pending: Mutex::new(Some(pending)),
+            results,
         }
     }
 }
@@ -46,6 +59,14 @@ fn resized(py: Python<'_>, memory: &TensorMemory) -> Resized {
     )
 }
 
+/// A result in hvd's memory as a DLPack capsule.
+fn capsule(py: Python<'_>, memory: TensorMemory) -> PyResult<Py<PyAny>> {
+    let (dtype, shape, bytes) = memory.into_owned().ok_or_else(|| {
+        PyValueError::new_err("the result lives in the caller's tensor, not in hvd's memory")
+    })?;
+    dlpack::export(py, dtype, &shape, bytes)
+}
+
 #[pymethods]
 impl PyHandle {
     /// Whether the operation has completed.
@@ -58,9 +79,11 @@ impl PyHandle {
         }
     }
 
-    /// Waits for the operation. In-place operations return None; allgather and
-    /// reducescatter return (bytearray, shape); alltoall (bytearray, shape, received
-    /// rows per rank).
+    /// Waits for the operation. For a tensor described by pointer, in-place operations
+    /// return None; allgather and reducescatter return (bytearray, shape); alltoall
+    /// (bytearray, shape, received rows per rank). For a tensor given as a DLPack
+    /// capsule, every operation returns a capsule of the result (alltoall: (capsule,
+    /// received rows per rank)).
     fn wait(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let pending = self
             .pending
@@ -68,19 +91,30 @@ impl PyHandle {
             .unwrap_or_else(PoisonError::into_inner)
             .take()
             .ok_or_else(|| PyValueError::new_err("this handle was already waited on"))?;
-        match pending {
-            Pending::InPlace(h) => {
+        match (pending, self.results) {
+            (Pending::InPlace(h), Results::Python) => {
                 py.detach(|| h.wait()).map_err(to_py)?;
                 Ok(py.None())
             }
-            Pending::Resized(h) => {
+            (Pending::Resized(h), Results::Python) => {
                 let memory = py.detach(|| h.wait()).map_err(to_py)?;
                 Ok(resized(py, &memory).into_pyobject(py)?.into_any().unbind())
             }
-            Pending::Split(h) => {
+            (Pending::Split(h), Results::Python) => {
                 let (memory, rows) = py.detach(|| h.wait()).map_err(to_py)?;
                 let (bytes, shape) = resized(py, &memory);
                 Ok((bytes, shape, rows).into_pyobject(py)?.into_any().unbind())
+            }
+            (Pending::InPlace(h) | Pending::Resized(h), Results::Dlpack) => {
+                let memory = py.detach(|| h.wait()).map_err(to_py)?;
+                capsule(py, memory)
+            }
+            (Pending::Split(h), Results::Dlpack) => {
+                let (memory, rows) = py.detach(|| h.wait()).map_err(to_py)?;
+                Ok((capsule(py, memory)?, rows)
+                    .into_pyobject(py)?
+                    .into_any()
+                    .unbind())
             }
         }
     }

@@ -1,8 +1,12 @@
 //! `hvd._hvd`: the native half of hvd's Python front. Tensors arrive as pointers into
-//! their own memory and go through hvd's runtime without a copy; the Python package
-//! (`hvd.torch`) holds what must be Python. No framework library is linked.
+//! their own memory and go through hvd's runtime without a copy, or as DLPack capsules
+//! (TensorFlow's), copied once into aligned memory that goes back as a capsule; the
+//! Python package (`hvd.torch`, `hvd.tensorflow`, `hvd.keras`) holds what must be
+//! Python. No framework library is linked.
 
+mod aligned;
 mod collectives;
+mod dlpack;
 mod elastic;
 mod errors;
 mod handle;

@@ -1,10 +1,13 @@
 //! Tensor memory the runtime reads and writes in place: a framework tensor's bytes seen
-//! through a pointer, or bytes hvd allocated for a result whose size differs.
+//! through a pointer, or bytes hvd owns (a copy of a DLPack tensor, or a result whose
+//! size differs), always 64-byte aligned.
 
 use std::ptr::NonNull;
 
 use hvd::{Buffer, DType};
 use pyo3::{Py, PyAny};
+
+use crate::aligned::AlignedBytes;
 
 /// A tensor as the runtime sees it. Implements [`Buffer`], so it goes through every
 /// collective like any other tensor type.
@@ -22,7 +25,7 @@ enum Bytes {
         len: usize,
         _owner: Py<PyAny>,
     },
-    Owned(Vec<u8>),
+    Owned(AlignedBytes),
 }
 
 // SAFETY: the foreign memory is only reached through `&self`/`&mut self`, so it moves to
@@ -51,7 +54,7 @@ impl TensorMemory {
                 _owner: owner,
             },
             // An empty tensor may have no memory at all (a null pointer).
-            _ => Bytes::Owned(Vec::new()),
+            _ => Bytes::Owned(AlignedBytes::zeroed(0)),
         };
         TensorMemory {
             dtype,
@@ -60,9 +63,27 @@ impl TensorMemory {
         }
     }
 
+    /// A tensor in memory hvd owns.
+    pub fn owned(dtype: DType, shape: Vec<usize>, bytes: AlignedBytes) -> Self {
+        TensorMemory {
+            dtype,
+            shape,
+            bytes: Bytes::Owned(bytes),
+        }
+    }
+
     /// The shape of the tensor.
     pub fn dims(&self) -> &[usize] {
         &self.shape
+    }
+
+    /// The dtype, shape and bytes of a tensor in memory hvd owns; None for a view of a
+    /// framework's tensor.
+    pub fn into_owned(self) -> Option<(DType, Vec<usize>, AlignedBytes)> {
+        match self.bytes {
+            Bytes::Owned(bytes) => Some((self.dtype, self.shape, bytes)),
+            Bytes::Foreign { .. } => None,
+        }
     }
 }
 
@@ -81,7 +102,7 @@ impl Buffer for TensorMemory {
             Bytes::Foreign { ptr, len, .. } => unsafe {
                 std::slice::from_raw_parts(ptr.as_ptr(), *len)
             },
-            Bytes::Owned(v) => v,
+            Bytes::Owned(v) => v.as_slice(),
         }
     }
 
@@ -92,7 +113,7 @@ impl Buffer for TensorMemory {
             Bytes::Foreign { ptr, len, .. } => unsafe {
                 std::slice::from_raw_parts_mut(ptr.as_ptr(), *len)
             },
-            Bytes::Owned(v) => v,
+            Bytes::Owned(v) => v.as_mut_slice(),
         }
     }
 
@@ -100,7 +121,9 @@ impl Buffer for TensorMemory {
         TensorMemory {
             dtype: self.dtype,
             shape: shape.to_vec(),
-            bytes: Bytes::Owned(vec![0; shape.iter().product::<usize>() * self.dtype.size()]),
+            bytes: Bytes::Owned(AlignedBytes::zeroed(
+                shape.iter().product::<usize>() * self.dtype.size(),
+            )),
         }
     }
 }

@@ -7,7 +7,9 @@ use std::process::Command;
 
 /// What to install into a fresh environment for the Python tests.
 /// cloudpickle: `hvd.run` sends the function to its ranks with it, as Horovod does.
-const PACKAGES: &str = "torch numpy maturin pytest cloudpickle";
+/// tensorflow-cpu (with Keras 3): `hvd.tensorflow` and `hvd.keras`, beside torch in the
+/// same environment; their tests fail under CI without it and are skipped elsewhere.
+const PACKAGES: &str = "torch numpy maturin pytest cloudpickle tensorflow-cpu";
 
 /// The virtual environment: `HVD_VENV`, else `~/.cache/hvd-venv`.
 pub fn venv() -> PathBuf {
@@ -111,7 +113,8 @@ impl Installed {
 }
 
 /// Makes the environment: a venv (python3-venv from apt first, as root, when Python
-/// lacks it) and the packages the tests need from PyPI (torch is ~3 GB).
+/// lacks it) and the packages the tests need from PyPI (torch is ~3 GB, tensorflow-cpu
+/// ~1.6 GB).
 pub fn make(venv: &Path) -> Result<(), String> {
     let fresh = || {
         Command::new("python3")
@@ -191,7 +194,7 @@ mod tests {
         assert_eq!(
             install_hint(venv),
             "python3 -m venv /nonexistent/hvd-venv && /nonexistent/hvd-venv/bin/pip install \
-             torch numpy maturin pytest cloudpickle"
+             torch numpy maturin pytest cloudpickle tensorflow-cpu"
         );
     }
 }

@@ -5,10 +5,15 @@
 - :mod:`hvd.common.ops`: the reduce ops (``Average``, ``Sum``, ..., ``Adasum``), the names
   of unnamed operations, and the collectives on tensors described by pointer;
 - :mod:`hvd.common.process_sets`: ``ProcessSet``, ``global_process_set``,
-  ``add_process_set``, ``remove_process_set``.
+  ``add_process_set``, ``remove_process_set``;
+- :mod:`hvd.common.objects`: ``broadcast_object``, ``allgather_object``;
+- :mod:`hvd.common.compression`: the compressors' shape;
+- :mod:`hvd.common.gradients`: which gradients of a step are combined, under which
+  names, in which order.
 
-A framework module (``hvd.torch``) only turns its tensors into descriptions and back and
-wires the framework's hooks (autograd, optimizers).
+A framework module (``hvd.torch``, ``hvd.tensorflow``, ``hvd.keras``) only turns its
+tensors into descriptions and back and wires the framework's hooks (autograd, gradient
+tapes, optimizers).
 """
 
 from hvd._hvd import (  # noqa: F401

@@ -1,12 +1,15 @@
-"""Reduce ops, the names of operations, and the collectives on tensors described by
-pointer: ``(data pointer, byte length, dtype name, shape, owner)``, where ``owner`` is the
-framework's tensor, kept alive until the operation completes. Each function checks what
+"""Reduce ops, the names of operations, and the collectives on tensors. A tensor is
+described by pointer, ``(data pointer, byte length, dtype name, shape, owner)``, where
+``owner`` is the framework's tensor, kept alive until the operation completes and
+worked on in place; or it is a :class:`DlpackTensor`, copied by hvd at once and given
+back as a DLPack capsule of hvd's 64-byte-aligned memory. Each function checks what
 does not depend on the framework and returns the native handle."""
 
 import ctypes
 import itertools
 import struct
 import warnings
+from typing import NamedTuple
 
 from hvd import _hvd
 from hvd.common.process_sets import root_in_set, set_id
@@ -68,9 +71,27 @@ def name_for(name, op):
     return str(name) if name is not None else f"{op}.noname.{next(_unnamed)}"
 
 
+class DlpackTensor(NamedTuple):
+    """A framework's tensor handed over as a DLPack capsule (``dltensor``), with its
+    shape for the checks made here. hvd copies it when the operation starts, so the
+    framework's buffer is never written, and every result comes back as a capsule."""
+
+    capsule: object
+    shape: list
+
+
+def _shape(tensor):
+    return tensor.shape if isinstance(tensor, DlpackTensor) else tensor[3]
+
+
+def _native(tensor):
+    """What the extension takes: the description, or the capsule."""
+    return tensor.capsule if isinstance(tensor, DlpackTensor) else tensor
+
+
 def allreduce_async(name, tensor, op, prescale_factor, postscale_factor, process_set):
     """Starts an in-place allreduce (or Adasum) of the described tensor."""
-    return _hvd.allreduce_async(name_for(name, "allreduce"), tensor, op.name,
+    return _hvd.allreduce_async(name_for(name, "allreduce"), _native(tensor), op.name,
                                 float(prescale_factor), float(postscale_factor),
                                 set_id(process_set))
 
@@ -78,21 +99,22 @@ def allreduce_async(name, tensor, op, prescale_factor, postscale_factor, process
 def broadcast_async(name, tensor, root_rank, process_set):
     """Starts an in-place broadcast from ``root_rank`` (a global rank)."""
     root = root_in_set(root_rank, process_set, "broadcast")
-    return _hvd.broadcast_async(name_for(name, "broadcast"), tensor, root,
+    return _hvd.broadcast_async(name_for(name, "broadcast"), _native(tensor), root,
                                 set_id(process_set))
 
 
 def allgather_async(name, tensor, process_set):
     """Starts an allgather along the first dimension; the result is new memory."""
-    if len(tensor[3]) == 0:
+    if len(_shape(tensor)) == 0:
         raise ValueError("allgather: the tensor needs at least one dimension")
-    return _hvd.allgather_async(name_for(name, "allgather"), tensor, set_id(process_set))
+    return _hvd.allgather_async(name_for(name, "allgather"), _native(tensor),
+                                set_id(process_set))
 
 
 def alltoall_async(name, tensor, splits, process_set):
     """Starts an alltoall: ``splits[r]`` rows of the first dimension go to the set's
     rank ``r`` (even splits when None)."""
-    shape = tensor[3]
+    shape = _shape(tensor)
     if len(shape) == 0:
         raise ValueError("alltoall: the tensor needs at least one dimension")
     ranks = len(_hvd.process_set_ranks(set_id(process_set)))
@@ -101,15 +123,15 @@ def alltoall_async(name, tensor, splits, process_set):
             raise ValueError(f"alltoall: the first dimension ({shape[0]}) does not divide "
                              f"evenly between {ranks} ranks; pass splits=")
         splits = [shape[0] // ranks] * ranks
-    return _hvd.alltoall_async(name_for(name, "alltoall"), tensor, list(splits),
+    return _hvd.alltoall_async(name_for(name, "alltoall"), _native(tensor), list(splits),
                                set_id(process_set))
 
 
 def reducescatter_async(name, tensor, op, prescale_factor, postscale_factor, process_set):
     """Starts a reducescatter: this rank's rows of the reduction, as new memory."""
-    if len(tensor[3]) == 0:
+    if len(_shape(tensor)) == 0:
         raise ValueError("reducescatter: the tensor needs at least one dimension")
-    return _hvd.reducescatter_async(name_for(name, "reducescatter"), tensor, op.name,
+    return _hvd.reducescatter_async(name_for(name, "reducescatter"), _native(tensor), op.name,
                                     float(prescale_factor), float(postscale_factor),
                                     set_id(process_set))
 
@@ -147,3 +169,17 @@ def allgather_bytes(data, name, process_set=None):
         out.append(bytes(raw[at:at + n]))
         at += n
     return out
+
+
+def broadcast_bytes(data, root_rank, name, process_set=None):
+    """``root_rank``'s ``data`` (bytes; ignored elsewhere) on every member, without a
+    framework."""
+    root = root_in_set(root_rank, process_set, "broadcast")
+    mine = _hvd.topology()[0] == int(root_rank)
+    length = bytearray(struct.pack("=q", len(data) if mine else 0))
+    _hvd.broadcast_async(f"{name}.length", _describe_bytes(length, "int64", [1]), root,
+                         set_id(process_set)).wait()
+    buffer = bytearray(data) if mine else bytearray(struct.unpack("=q", length)[0])
+    _hvd.broadcast_async(f"{name}.data", _describe_bytes(buffer), root,
+                         set_id(process_set)).wait()
+    return bytes(buffer)

@@ -70,6 +70,11 @@ class _GlobalProcessSet(ProcessSet):
 global_process_set = _GlobalProcessSet()
 
 
+def members(process_set_id):
+    """The global ranks of the registered set with this id (0: every rank)."""
+    return _hvd.process_set_ranks(process_set_id)
+
+
 def set_id(process_set):
     """The native id of ``process_set`` (None is the global set)."""
     return 0 if process_set is None else process_set._id()

@@ -2,35 +2,12 @@
 
 import torch
 
-
-class Compressor:
-    @staticmethod
-    def compress(tensor):
-        """Returns the tensor to send and what decompress needs."""
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
-
-
-class NoneCompressor(Compressor):
-    pass
+from hvd.common.compression import Compressor, NoneCompressor, cast_compressor  # noqa: F401
 
 
 def _cast(wire_dtype):
-    class Cast(Compressor):
-        @staticmethod
-        def compress(tensor):
-            if tensor.dtype.is_floating_point and tensor.dtype != wire_dtype:
-                return tensor.to(wire_dtype), tensor.dtype
-            return tensor, None
-
-        @staticmethod
-        def decompress(tensor, ctx):
-            return tensor if ctx is None else tensor.to(ctx)
-
-    return Cast
+    return cast_compressor(wire_dtype, lambda t: t.dtype, lambda d: d.is_floating_point,
+                           lambda t, d: t.to(d))
 
 
 FP16Compressor = _cast(torch.float16)

@@ -1,14 +1,11 @@
 """Broadcasting model state and Python objects, as horovod.torch's functions. Roots are
 global ranks (``hvd.rank()``), also within a process set."""
 
-import io
-import pickle
-
 import torch
 
-from hvd.common.basics import rank
+from hvd.common import objects
 from hvd.common.process_sets import global_process_set
-from hvd.torch.mpi_ops import allgather, broadcast_, broadcast_async_, synchronize
+from hvd.torch.mpi_ops import broadcast_async_, synchronize
 
 
 def broadcast_parameters(params, root_rank, process_set=global_process_set):
@@ -70,34 +67,11 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None,
     optimizer.load_state_dict(state)
 
 
-def _to_bytes(obj):
-    buffer = io.BytesIO()
-    torch.save(obj, buffer, pickle_protocol=pickle.HIGHEST_PROTOCOL)
-    return torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)
-
-
-def _from_bytes(data):
-    return torch.load(io.BytesIO(data.numpy().tobytes()), weights_only=False)
-
-
 def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
     """``root_rank``'s ``obj`` (any picklable object), on every member of the set."""
-    name = name or type(obj).__name__
-    root = rank() == int(root_rank)
-    data = _to_bytes(obj) if root else torch.empty(0, dtype=torch.uint8)
-    length = torch.tensor([data.numel()], dtype=torch.int64)
-    broadcast_(length, root_rank, name=f"{name}.length", process_set=process_set)
-    if not root:
-        data = torch.empty(int(length.item()), dtype=torch.uint8)
-    broadcast_(data, root_rank, name=f"{name}.data", process_set=process_set)
-    return obj if root else _from_bytes(data)
+    return objects.broadcast_object(obj, root_rank, name, process_set)
 
 
 def allgather_object(obj, name=None, process_set=global_process_set):
     """Every member's ``obj`` (any picklable object), as a list in rank order."""
-    name = name or type(obj).__name__
-    data = _to_bytes(obj)
-    lengths = allgather(torch.tensor([data.numel()], dtype=torch.int64),
-                        name=f"{name}.lengths", process_set=process_set)
-    gathered = allgather(data, name=f"{name}.data", process_set=process_set)
-    return [_from_bytes(part) for part in torch.split(gathered, lengths.tolist())]
+    return objects.allgather_object(obj, name, process_set)

@@ -1,0 +1,85 @@
+"""Horovod's TensorFlow 2 API on hvd: ``import hvd.tensorflow as hvd``.
+
+The job, the build probes, the reduce ops and process sets are framework-neutral
+(``hvd.common``); this package turns TensorFlow tensors into what the runtime moves (by
+DLPack, without linking TensorFlow) and wires TensorFlow's gradients, in eager mode and
+inside ``tf.function``. Keras: ``import hvd.tensorflow.keras as hvd`` (or ``hvd.keras``).
+"""
+
+from hvd.common import (  # noqa: F401
+    Adasum,
+    Average,
+    HorovodInternalError,
+    HorovodTimeoutError,
+    Max,
+    Min,
+    MismatchError,
+    Product,
+    ProcessSet,
+    RankLostError,
+    Sum,
+    add_process_set,
+    ccl_built,
+    cross_rank,
+    cross_size,
+    cuda_built,
+    ddl_built,
+    global_process_set,
+    gloo_built,
+    gloo_enabled,
+    init,
+    is_homogeneous,
+    is_initialized,
+    local_rank,
+    local_size,
+    mpi_built,
+    mpi_enabled,
+    mpi_threads_supported,
+    nccl_built,
+    rank,
+    remove_process_set,
+    rocm_built,
+    shutdown,
+    size,
+    start_timeline,
+    stop_timeline,
+)
+from hvd.tensorflow.compression import Compression  # noqa: F401
+from hvd.tensorflow.functions import (  # noqa: F401
+    allgather_object,
+    broadcast_object,
+    broadcast_object_fn,
+    broadcast_variables,
+)
+from hvd.tensorflow.gradient_tape import (  # noqa: F401
+    DistributedGradientTape,
+    PartialDistributedGradientTape,
+)
+from hvd.tensorflow.mpi_ops import (  # noqa: F401
+    allgather,
+    allreduce,
+    alltoall,
+    barrier,
+    broadcast,
+    broadcast_,
+    cross_rank_op,
+    cross_size_op,
+    grouped_allgather,
+    grouped_allreduce,
+    grouped_reducescatter,
+    join,
+    local_rank_op,
+    local_size_op,
+    process_set_included_op,
+    rank_op,
+    reducescatter,
+    size_op,
+)
+
+
+def __getattr__(name):
+    # SyncBatchNormalization is a Keras layer: Keras is imported when it is first used.
+    if name == "SyncBatchNormalization":
+        from hvd.tensorflow.sync_batch_norm import SyncBatchNormalization
+        return SyncBatchNormalization
+    raise AttributeError(f"module 'hvd.tensorflow' has no attribute {name!r}")

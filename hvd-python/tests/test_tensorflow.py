@@ -1,0 +1,113 @@
+"""hvd.tensorflow and hvd.keras, in multi-process jobs under hvdrun, and Horovod's two
+TensorFlow 2 MNIST recipes. Without TensorFlow these are skipped with the command that
+installs it; under CI (which installs it) a missing TensorFlow is a failure."""
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import hvdrun
+
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "tensorflow2")
+# A rank that never submits an op fails it within a minute, not the default five.
+STALL = {"HVD_STALL_CHECK_TIME": "20", "HVD_STALL_SHUTDOWN_TIME": "60"}
+
+
+@pytest.fixture(autouse=True)
+def tensorflow_installed():
+    missing = [m for m in ("tensorflow", "keras") if importlib.util.find_spec(m) is None]
+    if missing:
+        why = (f"{' and '.join(missing)} not installed in {sys.prefix}: "
+               f"pip install tensorflow-cpu")
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
+
+
+def assert_every_rank(out, *lines):
+    for rank in (0, 1):
+        for line in lines:
+            assert f"rank {rank}: {line}" in out, out
+
+
+def test_every_op_eager_and_in_tf_function(run_job):
+    code, out = run_job("tf_ops", env=STALL)
+    assert code == 0, out
+    assert_every_rank(out, "every op and dtype matches, eager and in tf.function",
+                      "grouped allgather and reducescatter ok", "empty tensors ok", "alltoall splits ok",
+                      "compression and process sets ok", "IndexedSlices ok",
+                      "gradients match the analytic values",
+                      "variables, objects, join and barrier ok",
+                      "TensorFlow's buffers untouched and results aligned", "XLA refused",
+                      "ordering under stress ok", "mismatches named", "tf ops ok")
+
+
+def test_differently_named_ops_fail_on_every_rank_naming_the_tensor(run_job):
+    code, out = run_job("tf_names", env={"HVD_STALL_CHECK_TIME": "1",
+                                         "HVD_STALL_SHUTDOWN_TIME": "2"})
+    assert code == 0, out
+    for rank in (0, 1):
+        assert re.search(
+            rf"rank {rank}: caught: HorovodTimeoutError: rank {rank}: allreduce of tensor "
+            rf"'grad.rank{rank}' timed out after [0-9.]+s waiting for rank\(s\) {1 - rank} "
+            r"to submit it \(stall shutdown: HVD_STALL_SHUTDOWN_TIME\)", out), out
+
+
+def test_distributed_gradient_tape_equals_the_whole_batch(run_job):
+    code, out = run_job("tf_tape", env=STALL)
+    assert code == 0, out
+    assert_every_rank(out, "DistributedGradientTape (eager) equals the whole batch's gradients",
+                      "DistributedGradientTape (tf.function) equals the whole batch's gradients",
+                      "DistributedGradientTape (sparse_as_dense) equals the whole batch's "
+                      "gradients", "Sum, predivide and local sources ok",
+                      "PartialDistributedGradientTape keeps the local layer's gradients",
+                      "SyncBatchNormalization equals the whole batch's", "tape ok")
+
+
+@pytest.mark.parametrize("backend", ["tensorflow", "torch"])
+def test_keras_fit_callbacks_and_load_model(run_job, tmp_path, backend):
+    if backend == "torch" and importlib.util.find_spec("torch") is None:
+        pytest.skip("torch not installed: pip install torch")
+    code, out = run_job("keras_fit", env={**STALL, "KERAS_BACKEND": backend},
+                        args=[str(tmp_path)])
+    assert code == 0, out
+    assert_every_rank(out, f"on Keras's {backend} backend",
+                      "fit: weights identical on every rank after every epoch",
+                      "fit: loss equals one process's on the combined batch",
+                      "MetricAverageCallback ok", "collectives on values ok",
+                      "LearningRateWarmupCallback ok",
+                      "LearningRateScheduleCallback ok", "BestModelCheckpoint ok",
+                      "load_model ok", "keras ok")
+    if backend == "tensorflow":
+        assert_every_rank(out, "Keras's XLA refused")
+
+
+def run_example(name, args):
+    """Runs examples/tensorflow2/<name>.py on the synthetic stand-in on 2 ranks."""
+    command = [hvdrun(), "-np", "2", sys.executable, os.path.join(EXAMPLES, f"{name}.py"),
+               "--synthetic", "--synthetic-size", "2000", *args]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **STALL})
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_tensorflow2_mnist_example_trains(tmp_path):
+    code, out = run_example("tensorflow2_mnist",
+                            ["--steps", "24", "--checkpoint-dir", str(tmp_path)])
+    assert code == 0, out
+    assert "training on synthetic MNIST, 2 ranks" in out, out
+    assert "Step #10\tLoss: " in out, out
+    assert os.path.exists(tmp_path / "ckpt-1.index"), out
+
+
+def test_tensorflow2_keras_mnist_example_trains(tmp_path):
+    code, out = run_example("tensorflow2_keras_mnist",
+                            ["--epochs", "2", "--steps-per-epoch", "8",
+                             "--checkpoint-dir", str(tmp_path)])
+    assert code == 0, out
+    assert "training on synthetic MNIST, 2 ranks" in out, out
+    assert "Epoch 2/2" in out and "lr: " in out, out
+    assert os.path.exists(tmp_path / "checkpoint-2.keras"), out
