@@ -20,14 +20,24 @@ use verdict::{Outcome, Verdict, judge};
 /// The variable that says where the suite is, when it is not beside the repository.
 const SUITE_VAR: &str = "HVD_HOROVOD_TESTS";
 
-/// What the runner prints for each example, when they run.
-const EXAMPLES: [&str; 5] = [
-    "synthetic benchmark plain",
-    "synthetic benchmark --fp16-allreduce",
-    "synthetic benchmark --use-adasum",
-    "mnist (synthetic files)",
-    "mnist through horovod.run (--num-proc 2)",
+/// What the runner prints for each example when it runs, and the log it writes under
+/// `examples/`.
+const EXAMPLES: [(&str, &str); 5] = [
+    ("synthetic benchmark plain", "synthetic.log"),
+    (
+        "synthetic benchmark --fp16-allreduce",
+        "synthetic__fp16_allreduce.log",
+    ),
+    (
+        "synthetic benchmark --use-adasum",
+        "synthetic__use_adasum.log",
+    ),
+    ("mnist (synthetic files)", "mnist.log"),
+    ("mnist through horovod.run (--num-proc 2)", "mnist_run.log"),
 ];
+
+/// How many of a failed example's last log lines are shown, so that CI's output says why.
+const LOG_TAIL_LINES: usize = 25;
 
 /// Which parts of the suite to run: `run.sh`'s own modes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,7 +159,7 @@ fn run_part(
 fn examples(lines: &[String]) -> Vec<(String, Verdict)> {
     EXAMPLES
         .iter()
-        .map(|label| {
+        .map(|(label, _)| {
             let rc = lines
                 .iter()
                 .rev()
@@ -177,6 +187,24 @@ fn judged_run(results: &Path, part: Part) -> Vec<(String, Outcome, Verdict)> {
             (test, outcome, verdict)
         })
         .collect()
+}
+
+/// Prints the end of a failed example's log, where its traceback is.
+fn show_log_tail(results: &Path, label: &str) {
+    let Some((_, log)) = EXAMPLES.iter().find(|(l, _)| *l == label) else {
+        return;
+    };
+    let path = results.join("examples").join(log);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            let lines: Vec<&str> = text.lines().collect();
+            println!("horovod-tests: the end of {}:", path.display());
+            for line in &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..] {
+                println!("    {line}");
+            }
+        }
+        Err(e) => println!("horovod-tests: no log at {}: {e}", path.display()),
+    }
 }
 
 fn counts(judged: &[(String, Outcome, Verdict)]) -> String {
@@ -244,6 +272,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
         for (test, outcome, verdict) in &judged {
             if let Verdict::Unexpected(why) = verdict {
                 unexpected.push(format!("{} {test}: {why} ({outcome})", part.runner_mode()));
+                if part == Part::Examples {
+                    show_log_tail(&results, test);
+                }
             }
         }
         report.push(format!(
