@@ -19,6 +19,7 @@ mod bench_fabric;
 mod bench_mpi;
 mod bench_peers;
 mod bench_torch;
+mod bench_training;
 mod cluster;
 mod cuda_headers;
 mod fuzz;
@@ -54,9 +55,11 @@ commands:
       print the medians and hvd's speed-ups; --json also writes every median as JSON
       lines, which `hvd-bench plot --input FILE --output FIGURE.svg` draws.
   bench-torch [--models mlp,cnn] [--np 2] [--epochs 2] [--repeats 3] [--peers DIR]
+              [--installed]
       Build the hvd wheel into $HVD_VENV and train the same job with hvd.torch (under
       hvdrun) and with DistributedDataParallel over Gloo, alternately; print the median
-      examples/s of each, hvd's ratio and both final losses.
+      examples/s of each, hvd's ratio and both final losses. --installed uses the hvd
+      already installed there instead of building the wheel.
   bench-mpi [--np 2,4] [--sizes 1M,64M] [--repeats 3] [--peers DIR]
       Run hvd-bench --backend mpi and plain MPI_Allreduce alternately under mpirun and
       print the medians and hvd's overhead.

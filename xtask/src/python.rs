@@ -26,31 +26,52 @@ pub fn install_hint(venv: &Path) -> String {
     format!("python3 -m venv {v} && {v}/bin/pip install {PACKAGES}")
 }
 
+/// Whether the environment's python imports `modules` (a Python import list).
+fn imports(venv: &Path, modules: &str) -> bool {
+    Command::new(venv.join("bin/python"))
+        .args(["-c", &format!("import {modules}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
 /// Whether the environment has what the tests need; the reason when it does not.
 pub fn ready(venv: &Path) -> Result<(), String> {
-    let python = venv.join("bin/python");
-    let works = Command::new(&python)
-        .args(["-c", "import torch, maturin, pytest, cloudpickle"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if works {
-        Ok(())
-    } else {
-        Err(format!(
-            "no virtual environment with torch, maturin, pytest and cloudpickle at {}",
-            venv.display()
-        ))
+    if imports(venv, "torch, maturin, pytest, cloudpickle") {
+        return Ok(());
     }
+    Err(format!(
+        "no virtual environment with torch, maturin, pytest and cloudpickle at {}",
+        venv.display()
+    ))
+}
+
+/// `ready`, and `modules` importable too, from `packages`; the reason and the command
+/// that makes it when not.
+pub fn ready_with(venv: &Path, modules: &str, packages: &str) -> Result<(), String> {
+    ready(venv).map_err(|why| format!("{why}; make it with: {}", install_hint(venv)))?;
+    if imports(venv, modules) {
+        return Ok(());
+    }
+    Err(format!(
+        "{modules} not installed in {v}: {v}/bin/pip install {packages}",
+        v = venv.display()
+    ))
+}
+
+/// `PATH` with the environment's programs (python, hvdrun) first.
+pub fn path_with(venv: &Path) -> Result<OsString, String> {
+    std::env::join_paths(
+        std::iter::once(venv.join("bin")).chain(std::env::split_paths(
+            &std::env::var_os("PATH").unwrap_or_default(),
+        )),
+    )
+    .map_err(|e| format!("PATH: {e}"))
 }
 
 /// Builds the wheel from this tree and installs it into `venv`; returns a `PATH` that
 /// puts the environment's programs (python, hvdrun) first.
 pub fn install_wheel(root: &Path, venv: &Path) -> Result<OsString, String> {
-    let bin = venv.join("bin");
-    let path = std::env::join_paths(std::iter::once(bin.clone()).chain(std::env::split_paths(
-        &std::env::var_os("PATH").unwrap_or_default(),
-    )))
-    .map_err(|e| format!("PATH: {e}"))?;
+    let path = path_with(venv)?;
     let wheels = root.join("target/hvd-wheel");
     // One wheel in the folder, so the install below cannot pick a stale one.
     let _ = std::fs::remove_dir_all(&wheels);
@@ -63,7 +84,7 @@ pub fn install_wheel(root: &Path, venv: &Path) -> Result<OsString, String> {
         .filter_map(|entry| entry.ok().map(|e| e.path()))
         .find(|p| p.extension().is_some_and(|e| e == "whl"))
         .ok_or_else(|| format!("maturin left no wheel in {}", wheels.display()))?;
-    run(Command::new(bin.join("pip"))
+    run(Command::new(venv.join("bin/pip"))
         .args(["install", "--quiet", "--force-reinstall", "--no-deps"])
         .arg(&wheel))?;
     Ok(path)
@@ -195,6 +216,11 @@ mod tests {
             install_hint(venv),
             "python3 -m venv /nonexistent/hvd-venv && /nonexistent/hvd-venv/bin/pip install \
              torch numpy maturin pytest cloudpickle tensorflow-cpu"
+        );
+        let why = ready_with(venv, "tensorflow", "tensorflow-cpu").unwrap_err();
+        assert!(
+            why.ends_with(&format!("; make it with: {}", install_hint(venv))),
+            "{why}"
         );
     }
 }
