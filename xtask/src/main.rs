@@ -8,6 +8,7 @@
 //!   front's pytest jobs, when a virtual environment with torch is present.
 //! - `bench-peers`: hvd-bench next to Open MPI and Gloo, in one run, as speed-ups.
 //! - `bench-torch`: `hvd.torch` next to torch's DistributedDataParallel (Gloo), in one run.
+//! - `bench-tf`: `hvd.keras` next to TensorFlow's MultiWorkerMirroredStrategy, in one run.
 //! - `bench-mpi`: hvd's MPI transport next to plain `MPI_Allreduce`, as overheads.
 //! - `scaling`: hvd-bench across the simulated cluster, for the scaling model.
 //! - `fuzz`: every fuzz target of `fuzz/` for a few seconds each (CI), or longer.
@@ -18,6 +19,7 @@ mod backends;
 mod bench_fabric;
 mod bench_mpi;
 mod bench_peers;
+mod bench_tf;
 mod bench_torch;
 mod bench_training;
 mod cluster;
@@ -60,6 +62,11 @@ commands:
       hvdrun) and with DistributedDataParallel over Gloo, alternately; print the median
       examples/s of each, hvd's ratio and both final losses. --installed uses the hvd
       already installed there instead of building the wheel.
+  bench-tf [--models mlp,cnn] [--np 2] [--epochs 2] [--repeats 3] [--installed]
+      The same for Keras: build the hvd wheel into $HVD_VENV (which needs tensorflow-cpu)
+      and train a Keras model with hvd.keras (under hvdrun) and with TensorFlow's
+      MultiWorkerMirroredStrategy (workers on localhost), alternately; print the median
+      examples/s of each, hvd's ratio and both final losses.
   bench-mpi [--np 2,4] [--sizes 1M,64M] [--repeats 3] [--peers DIR]
       Run hvd-bench --backend mpi and plain MPI_Allreduce alternately under mpirun and
       print the medians and hvd's overhead.
@@ -100,6 +107,7 @@ fn main() -> ExitCode {
         Some("test-cluster") => test_cluster::run(&args[1..]),
         Some("bench-peers") => bench_peers::run(&args[1..]),
         Some("bench-torch") => bench_torch::run(&args[1..]),
+        Some("bench-tf") => bench_tf::run(&args[1..]),
         Some("bench-mpi") => bench_mpi::run(&args[1..]),
         Some("scaling") => scaling::run(&args[1..]),
         Some("fuzz") => fuzz::run(&args[1..]),
