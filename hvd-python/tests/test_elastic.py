@@ -7,14 +7,14 @@ example exactly once per epoch, the weights of the same job in one process
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import sysconfig
 import threading
 import time
 
 import pytest
+
+from conftest import installed
 
 JOBS = os.path.join(os.path.dirname(__file__), "jobs")
 sys.path.insert(0, JOBS)
@@ -22,8 +22,7 @@ import elastic_train  # noqa: E402
 
 
 def horovodrun():
-    here = os.path.join(sysconfig.get_path("scripts"), "horovodrun")
-    return here if os.access(here, os.X_OK) else shutil.which("horovodrun")
+    return installed("horovodrun")
 
 
 class Hosts:

@@ -5,13 +5,12 @@ accuracy (the job is deterministic and a sum of two is the same either way round
 the model must have learnt."""
 import os
 import re
-import shutil
 import subprocess
 import sys
 
 import pytest
 
-from conftest import hvdrun
+from conftest import MPIRUN_ENV, two_ranks
 
 EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "pytorch",
                        "train_mnist.py")
@@ -20,26 +19,10 @@ ARGS = ["--epochs", "1", "--synthetic", "--synthetic-size", "6000", "--lr", "0.1
 RESULT = re.compile(r"Test set: Average loss: ([0-9.]+), Accuracy: ([0-9.]+)%")
 
 
-def mpirun():
-    found = shutil.which("mpirun")
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("mpirun is not installed (apt-get install openmpi-bin)")
-        pytest.skip("mpirun is not installed (apt-get install openmpi-bin)")
-    return [found, "--oversubscribe", "-np", "2"]
-
-
-# Each launcher's command up to the script; torchrun runs the script with its own Python.
-def hvdrun_np2():
-    found = hvdrun()
-    if found is None:
-        pytest.fail("hvdrun is not installed: install the hvd wheel (hvd-python/build-wheel)")
-    return [found, "-np", "2", sys.executable]
-
-
 LAUNCHERS = {
-    "hvdrun": hvdrun_np2,
-    "mpirun": lambda: [*mpirun(), sys.executable],
+    "hvdrun": lambda: two_ranks("hvdrun"),
+    "mpirun": lambda: two_ranks("mpirun"),
+    # torchrun runs the script with its own Python.
     "torchrun": lambda: [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node",
                          "2"],
 }
@@ -47,7 +30,7 @@ LAUNCHERS = {
 
 def train(launcher):
     command = [*LAUNCHERS[launcher](), EXAMPLE, *ARGS]
-    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    env = {**os.environ, **MPIRUN_ENV}
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
     output = done.stdout + done.stderr
     assert done.returncode == 0, f"{launcher} failed:\n{output}"
