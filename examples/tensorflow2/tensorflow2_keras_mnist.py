@@ -8,7 +8,8 @@ with its import changed to hvd's, on Keras 3 with its TensorFlow backend.
 MNIST comes through Keras (downloaded on first use); with --synthetic, or without network,
 a synthetic stand-in of the same shape (see mnist_data.py). Besides the import, Keras 3
 needs two changes: ``compile`` has no ``experimental_run_tf_function`` any more, and
-ModelCheckpoint writes ``.keras`` files.
+ModelCheckpoint writes ``.keras`` files. Rank 0 ends with a line to compare runs by:
+``final loss L accuracy A``.
 """
 import argparse
 import os
@@ -85,8 +86,12 @@ def train(args):
 
     # Train the model.
     # Horovod: adjust number of steps based on number of GPUs.
-    mnist_model.fit(dataset, steps_per_epoch=args.steps_per_epoch // hvd.size(),
-                    callbacks=callbacks, epochs=args.epochs, verbose=verbose)
+    history = mnist_model.fit(dataset, steps_per_epoch=args.steps_per_epoch // hvd.size(),
+                              callbacks=callbacks, epochs=args.epochs, verbose=verbose)
+    if hvd.rank() == 0:
+        # The last epoch's loss and accuracy, averaged over the ranks.
+        print(f"final loss {history.history['loss'][-1]:.6f} "
+              f"accuracy {history.history['accuracy'][-1]:.6f}", flush=True)
     return mnist_model
 
 

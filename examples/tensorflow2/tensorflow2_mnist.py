@@ -7,7 +7,8 @@ its import changed to hvd's.
 
 MNIST comes through Keras (downloaded on first use); with --synthetic, or without network,
 a synthetic stand-in of the same shape (see mnist_data.py). Besides the import, one call
-follows Keras 3: an optimizer's ``variables`` is a property, no longer a method.
+follows Keras 3: an optimizer's ``variables`` is a property, no longer a method. Rank 0
+ends with a line to compare runs by: ``final loss L``.
 """
 import argparse
 import os
@@ -77,6 +78,11 @@ def train(args):
 
         if batch % 10 == 0 and hvd.local_rank() == 0:
             print("Step #%d\tLoss: %.6f" % (batch, loss_value), flush=True)
+
+    # The last step's loss, averaged over the ranks.
+    final = hvd.allreduce(loss_value, name="final_loss")
+    if hvd.rank() == 0:
+        print(f"final loss {float(final):.6f}", flush=True)
 
     # Horovod: save checkpoints only on worker 0 to prevent other workers from
     # corrupting it.

@@ -1,6 +1,7 @@
 """hvd.tensorflow and hvd.keras, in multi-process jobs under hvdrun, and Horovod's two
-TensorFlow 2 MNIST recipes. Without TensorFlow these are skipped with the command that
-installs it; under CI (which installs it) a missing TensorFlow is a failure."""
+TensorFlow 2 MNIST recipes under hvdrun, horovodrun and mpirun. Without TensorFlow these
+are skipped with the command that installs it; under CI (which installs it) a missing
+TensorFlow is a failure."""
 import importlib.util
 import os
 import re
@@ -9,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import hvdrun
+from conftest import MPIRUN_ENV, two_ranks
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "tensorflow2")
 # A rank that never submits an op fails it within a minute, not the default five.
@@ -85,29 +86,62 @@ def test_keras_fit_callbacks_and_load_model(run_job, tmp_path, backend):
         assert_every_rank(out, "Keras's XLA refused")
 
 
-def run_example(name, args):
-    """Runs examples/tensorflow2/<name>.py on the synthetic stand-in on 2 ranks."""
-    command = [hvdrun(), "-np", "2", sys.executable, os.path.join(EXAMPLES, f"{name}.py"),
-               "--synthetic", "--synthetic-size", "2000", *args]
+# Horovod's two recipes under every launcher a Horovod user has. Seeded by rank and one
+# thread per rank, each run is the same computation (a sum of two is the same either way
+# round), so every launcher must end on the same loss and accuracy, and the model must
+# have learnt (chance is a loss of ln 10 = 2.30 and an accuracy of 10%).
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "1",
+              "TF_NUM_INTEROP_THREADS": "1"}
+FINAL = re.compile(r"final loss ([0-9.]+)(?: accuracy ([0-9.]+))?")
+EXAMPLE_ARGS = {
+    "tensorflow2_mnist": ["--steps", "40"],
+    "tensorflow2_keras_mnist": ["--epochs", "2", "--steps-per-epoch", "32"],
+}
+
+
+def run_example(launcher, name, checkpoint_dir):
+    """Runs examples/tensorflow2/<name>.py on the synthetic stand-in on 2 ranks under
+    `launcher`; returns its output and rank 0's final (loss, accuracy or None)."""
+    command = [*two_ranks(launcher), os.path.join(EXAMPLES, f"{name}.py"), "--synthetic",
+               "--synthetic-size", "2000", "--checkpoint-dir", str(checkpoint_dir),
+               *EXAMPLE_ARGS[name]]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **STALL})
-    return done.returncode, done.stdout + done.stderr
-
-
-def test_tensorflow2_mnist_example_trains(tmp_path):
-    code, out = run_example("tensorflow2_mnist",
-                            ["--steps", "24", "--checkpoint-dir", str(tmp_path)])
-    assert code == 0, out
+                          env={**os.environ, **STALL, **ONE_THREAD, **MPIRUN_ENV})
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, f"{launcher} failed:\n{out}"
     assert "training on synthetic MNIST, 2 ranks" in out, out
+    results = FINAL.findall(out)
+    assert len(results) == 1, f"expected one final line from rank 0:\n{out}"
+    loss, accuracy = results[0]
+    return out, (float(loss), float(accuracy) if accuracy else None)
+
+
+@pytest.fixture(scope="module")
+def under_hvdrun(tmp_path_factory):
+    """Each example's output and result under hvdrun, and where it saved."""
+    runs = {}
+    for name in EXAMPLE_ARGS:
+        checkpoints = tmp_path_factory.mktemp(name)
+        runs[name] = (*run_example("hvdrun", name, checkpoints), checkpoints)
+    return runs
+
+
+def test_tensorflow2_mnist_example_learns_under_hvdrun(under_hvdrun):
+    out, (loss, _), checkpoints = under_hvdrun["tensorflow2_mnist"]
     assert "Step #10\tLoss: " in out, out
-    assert os.path.exists(tmp_path / "ckpt-1.index"), out
+    assert loss < 1.5, out
+    assert os.path.exists(checkpoints / "ckpt-1.index"), out
 
 
-def test_tensorflow2_keras_mnist_example_trains(tmp_path):
-    code, out = run_example("tensorflow2_keras_mnist",
-                            ["--epochs", "2", "--steps-per-epoch", "8",
-                             "--checkpoint-dir", str(tmp_path)])
-    assert code == 0, out
-    assert "training on synthetic MNIST, 2 ranks" in out, out
+def test_tensorflow2_keras_mnist_example_learns_under_hvdrun(under_hvdrun):
+    out, (loss, accuracy), checkpoints = under_hvdrun["tensorflow2_keras_mnist"]
     assert "Epoch 2/2" in out and "lr: " in out, out
-    assert os.path.exists(tmp_path / "checkpoint-2.keras"), out
+    assert loss < 1.5 and accuracy >= 0.5, out
+    assert os.path.exists(checkpoints / "checkpoint-2.keras"), out
+
+
+@pytest.mark.parametrize("launcher", ["horovodrun", "mpirun"])
+@pytest.mark.parametrize("name", list(EXAMPLE_ARGS))
+def test_example_trains_the_same_under(launcher, name, under_hvdrun, tmp_path):
+    _, result = run_example(launcher, name, tmp_path)
+    assert result == under_hvdrun[name][1]
