@@ -2,10 +2,11 @@
 //! running every call to completion or to a failure that names its cause.
 
 use std::ffi::c_int;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
-use hvd_core::{DeviceBlock, DeviceMemory, Error, Result, Store, Topology, validate};
+use hvd_core::driver::{Calls, Group, fingerprint};
+use hvd_core::{DeviceBlock, DeviceMemory, Error, Result, Store, Topology};
 
 use crate::blame::{Board, Call, Seen};
 use crate::comm::{Communicator, State};
@@ -32,17 +33,14 @@ pub struct NcclCollective {
     pub(crate) stream: Arc<Stream>,
     /// The memory of this transport's stream.
     pub(crate) memory: Arc<CudaMemory>,
-    state: Mutex<Group>,
+    /// One call at a time, poisoned by the first failure (hvd-core's driver group).
+    group: Group<Comm>,
 }
 
 /// What one call at a time may touch.
-pub(crate) struct Group {
+pub(crate) struct Comm {
     /// `None` once aborted.
     comm: Option<Communicator>,
-    /// The failure that ended the group: every later call returns it.
-    failed: Option<Error>,
-    /// `split` calls so far, which name each sub-group's namespace.
-    splits: u64,
     /// Four bytes of device memory for the barrier.
     pub(crate) scratch: DeviceBlock,
 }
@@ -55,16 +53,6 @@ impl std::fmt::Debug for NcclCollective {
             .field("prefix", &self.prefix)
             .finish_non_exhaustive()
     }
-}
-
-/// FNV-1a of the members: the same on every rank, build and platform.
-fn fingerprint(members: &[usize]) -> u64 {
-    members
-        .iter()
-        .flat_map(|m| (*m as u64).to_le_bytes())
-        .fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-        })
 }
 
 impl NcclCollective {
@@ -151,6 +139,7 @@ impl NcclCollective {
             topology.size(),
             device.ordinal
         );
+        let topology_rank = topology.rank();
         Ok(NcclCollective {
             topology,
             config,
@@ -160,12 +149,13 @@ impl NcclCollective {
             device,
             stream,
             memory,
-            state: Mutex::new(Group {
-                comm: Some(comm),
-                failed: None,
-                splits: 0,
-                scratch,
-            }),
+            group: Group::new(
+                topology_rank,
+                Comm {
+                    comm: Some(comm),
+                    scratch,
+                },
+            ),
         })
     }
 
@@ -190,20 +180,6 @@ impl NcclCollective {
         }
     }
 
-    /// The group, unless a failure ended it.
-    fn group(&self) -> Result<MutexGuard<'_, Group>> {
-        let group = self.state.lock().map_err(|_| Error::Shutdown {
-            cause: format!(
-                "rank {}: a thread panicked during a call on this group",
-                self.rank()
-            ),
-        })?;
-        if let Some(failed) = &group.failed {
-            return Err(failed.clone());
-        }
-        Ok(group)
-    }
-
     /// Runs one call: `queue` puts its work on the stream, then the call waits until the
     /// stream has run it. A failure ends the group: the communicator is aborted, the rank
     /// to blame is named, and every later call returns the same error.
@@ -211,11 +187,11 @@ impl NcclCollective {
         &self,
         op: &'static str,
         tensor: &str,
-        queue: impl FnOnce(&Launch<'_>, &mut Group) -> Queued,
+        queue: impl FnOnce(&Launch<'_>, &mut Comm) -> Queued,
     ) -> Result<()> {
-        let mut group = self.group()?;
+        let mut group = self.group.lock()?;
         let _current = self.device.enter()?;
-        let Some(comm) = group.comm.take() else {
+        let Some(comm) = group.transport.comm.take() else {
             return Err(Error::Shutdown {
                 cause: format!("rank {}: the NCCL communicator was aborted", self.rank()),
             });
@@ -226,11 +202,11 @@ impl NcclCollective {
             comm: &comm,
             stream: &self.stream,
         };
-        let seen = match queue(&launch, &mut group) {
+        let seen = match queue(&launch, &mut group.transport) {
             Err(text) => Some(Seen::Failed(text)),
             Ok(()) => self.settle(&comm),
         };
-        group.comm = Some(comm);
+        group.transport.comm = Some(comm);
         match seen {
             None => Ok(()),
             Some(seen) => Err(self.fail(&mut group, op, tensor, seen)),
@@ -266,11 +242,17 @@ impl NcclCollective {
 
     /// Ends the group after `seen`: posts it, aborts the communicator (which ends its
     /// stuck work), and names the rank to blame.
-    fn fail(&self, group: &mut Group, op: &'static str, tensor: &str, seen: Seen) -> Error {
+    fn fail(
+        &self,
+        group: &mut MutexGuard<'_, Calls<Comm>>,
+        op: &'static str,
+        tensor: &str,
+        seen: Seen,
+    ) -> Error {
         let board = self.board();
         // Posted before the abort, so that peers who notice this rank leaving find out why.
         board.post(seen.clone());
-        if let Some(comm) = group.comm.take() {
+        if let Some(comm) = group.transport.comm.take() {
             comm.abort();
         }
         let call = Call {
@@ -282,7 +264,7 @@ impl NcclCollective {
         };
         let error = board.verdict(&call, &seen);
         tracing::debug!("{error}");
-        group.failed = Some(error.clone());
+        group.poison(error.clone());
         error
     }
 
@@ -291,18 +273,15 @@ impl NcclCollective {
     /// disagree on them never share a communicator, and the members' order as keys.
     pub(crate) fn split_members(&self, members: &[usize]) -> Result<Option<NcclCollective>> {
         let rank = self.rank();
-        validate::members(rank, self.size(), members)?;
-        let mut group = self.group()?;
-        group.splits += 1;
-        let index = group.splits;
-        let print = fingerprint(members);
-        let position = members.iter().position(|m| *m == rank);
+        let subgroup = self.group.split(&self.prefix, self.size(), members)?;
+        let position = subgroup.as_ref().map(|s| s.rank);
         let color = match position {
-            Some(_) => (print & 0x3fff_ffff) as c_int,
+            Some(_) => (fingerprint(members) & 0x3fff_ffff) as c_int,
             None => SPLIT_NOCOLOR,
         };
+        let mut group = self.group.lock()?;
         let _current = self.device.enter()?;
-        let Some(parent) = group.comm.take() else {
+        let Some(parent) = group.transport.comm.take() else {
             return Err(Error::Shutdown {
                 cause: format!("rank {rank}: the NCCL communicator was aborted"),
             });
@@ -323,16 +302,17 @@ impl NcclCollective {
                 }
             }
         };
-        group.comm = Some(parent);
+        group.transport.comm = Some(parent);
         if let Some(seen) = settled {
             if let Ok(Some(child)) = &split {
                 child.abort();
             }
             return Err(self.fail(&mut group, "split", "process set", seen));
         }
-        let (Ok(Some(child)), Some(sub_rank)) = (split, position) else {
+        let (Ok(Some(child)), Some(subgroup)) = (split, subgroup) else {
             return Ok(None);
         };
+        let (sub_rank, prefix) = (subgroup.rank, subgroup.prefix);
         drop(group);
         let topology = self
             .topology
@@ -352,7 +332,6 @@ impl NcclCollective {
             ));
         }
         let stream = Arc::new(Stream::new(&self.device)?);
-        let prefix = format!("{}/split{index}-{print:016x}", self.prefix);
         Board {
             store: self.store.as_ref(),
             prefix: &prefix,
@@ -478,20 +457,16 @@ fn joined(
 
 impl Drop for NcclCollective {
     fn drop(&mut self) {
-        let Ok(mut group) = self.state.lock() else {
-            return;
-        };
         let Ok(_current) = self.device.enter() else {
             return;
         };
-        if let Some(comm) = group.comm.take() {
-            if group.failed.is_none() {
-                // Peers still waiting on this rank learn that it left, not that it died.
-                self.board().post(Seen::Left);
-                comm.destroy();
-            } else {
-                comm.abort();
-            }
+        // A failed group is poisoned and its communicator already aborted (`fail`).
+        if let Ok(mut group) = self.group.lock()
+            && let Some(comm) = group.transport.comm.take()
+        {
+            // Peers still waiting on this rank learn that it left, not that it died.
+            self.board().post(Seen::Left);
+            comm.destroy();
         }
         self.stream.destroy(self.device.driver);
     }

@@ -9,9 +9,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hvd_core::conformance::{Options, run_rank_on, run_threads_on};
+use hvd_core::layer::Layer;
 use hvd_core::{
-    Collective, DType, Device, DeviceBlock, MemoryMut, MemoryStore, Ready, ReduceOp, Reduction,
-    Result, Store, Tensor, TensorMut, Topology,
+    Collective, DType, DeviceBlock, MemoryMut, MemoryStore, Operation, Ready, ReduceOp, Reduction,
+    Result, Store, TensorMut,
 };
 use hvd_gpu_double::{LAZY_VAR, TRACE_VAR, Trace};
 
@@ -87,54 +88,25 @@ fn now<'a>(t: &mut TensorMut<'a>) -> TensorMut<'a> {
     TensorMut::from_device(name, dtype, shape, buffer.after(Ready::Now)).unwrap()
 }
 
-impl Collective for Hasty {
-    fn topology(&self) -> &Topology {
-        self.0.topology()
+impl Layer for Hasty {
+    type Inner = hvd_nccl::NcclCollective;
+    fn inner(&self) -> &Self::Inner {
+        &self.0
     }
-    fn backend(&self) -> &'static str {
+    fn backend(_: &Self) -> &'static str {
         "hasty"
     }
-    fn supports(&self, device: Device) -> bool {
-        self.0.supports(device)
+    fn call(&self, op: Operation<'_, '_>) -> Result<()> {
+        match op {
+            Operation::Allreduce { tensors, reduction } => {
+                let mut hasty: Vec<TensorMut<'_>> = tensors.iter_mut().map(now).collect();
+                self.0.allreduce(&mut hasty, reduction)
+            }
+            other => other.run(&self.0),
+        }
     }
-    fn allreduce(&self, tensors: &mut [TensorMut<'_>], reduction: Reduction) -> Result<()> {
-        let mut hasty: Vec<TensorMut<'_>> = tensors.iter_mut().map(now).collect();
-        self.0.allreduce(&mut hasty, reduction)
-    }
-    fn broadcast(&self, tensors: &mut [TensorMut<'_>], root: usize) -> Result<()> {
-        self.0.broadcast(tensors, root)
-    }
-    fn allgather(
-        &self,
-        input: &Tensor<'_>,
-        output: &mut TensorMut<'_>,
-        counts: &[usize],
-    ) -> Result<()> {
-        self.0.allgather(input, output, counts)
-    }
-    fn alltoall(
-        &self,
-        input: &Tensor<'_>,
-        send: &[usize],
-        output: &mut TensorMut<'_>,
-        recv: &[usize],
-    ) -> Result<()> {
-        self.0.alltoall(input, send, output, recv)
-    }
-    fn reducescatter(
-        &self,
-        input: &Tensor<'_>,
-        output: &mut TensorMut<'_>,
-        counts: &[usize],
-        reduction: Reduction,
-    ) -> Result<()> {
-        self.0.reducescatter(input, output, counts, reduction)
-    }
-    fn barrier(&self) -> Result<()> {
-        self.0.barrier()
-    }
-    fn split(&self, members: &[usize]) -> Result<Option<Box<dyn Collective>>> {
-        self.0.split(members)
+    fn split(this: &Self, members: &[usize]) -> Result<Option<Box<dyn Collective>>> {
+        this.0.split(members)
     }
 }
 

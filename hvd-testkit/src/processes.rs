@@ -71,24 +71,57 @@ impl Rank {
     pub fn succeeded(&self) -> bool {
         self.exit.is_some_and(|s| s.success())
     }
+
+    /// The rest of the first line after `marker` (the test harness may print its own
+    /// words before it on the same line).
+    pub fn line(&self, marker: &str) -> Option<String> {
+        self.output()
+            .lines()
+            .find_map(|l| l.find(marker).map(|at| l[at + marker.len()..].to_owned()))
+    }
 }
+
+/// A variable for the children: `(rank, name, value)`, for that rank only or, with
+/// `None`, for every rank.
+pub type RankEnv<'a> = (Option<usize>, &'a str, &'a str);
 
 /// Starts `size` ranks running `test` of this test binary, meeting in a store under
 /// `dir`, with `env` set for each (after the defaults, so it can override them).
 pub fn launch(test: &str, size: usize, dir: &Path, env: &[(&str, &str)]) -> Vec<Rank> {
+    let every: Vec<RankEnv<'_>> = env
+        .iter()
+        .map(|&(name, value)| (None, name, value))
+        .collect();
+    launch_ranks(test, size, &(0..size).collect::<Vec<_>>(), dir, &every)
+}
+
+/// Like [`launch`], but only the ranks in `ranks` of a group of `size` (the others are
+/// missing, or started later), each with the variables of `env` meant for it.
+pub fn launch_ranks(
+    test: &str,
+    size: usize,
+    ranks: &[usize],
+    dir: &Path,
+    env: &[RankEnv<'_>],
+) -> Vec<Rank> {
     let exe = std::env::current_exe().unwrap_or_else(|e| panic!("no test binary: {e}"));
-    (0..size)
-        .map(|rank| {
+    ranks
+        .iter()
+        .map(|&rank| {
             let output = dir.join(format!("rank{rank}.out"));
             let file = File::create(&output).unwrap_or_else(|e| panic!("{output:?}: {e}"));
             let stderr = file.try_clone().unwrap_or_else(|e| panic!("{e}"));
+            let mine = env
+                .iter()
+                .filter(|(only, _, _)| only.is_none_or(|r| r == rank))
+                .map(|&(_, name, value)| (name, value));
             let process = Command::new(&exe)
                 .args([test, "--exact", "--nocapture", "--test-threads=1"])
                 .env(RANK, rank.to_string())
                 .env(SIZE, size.to_string())
                 .env(STORE, dir.join("store"))
                 .env("HVD_START_TIMEOUT", "30")
-                .envs(env.iter().copied())
+                .envs(mine)
                 .stdout(file)
                 .stderr(stderr)
                 .spawn()

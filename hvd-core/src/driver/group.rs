@@ -116,8 +116,9 @@ pub fn subgroup_prefix(prefix: &str, index: u64, members: &[usize]) -> String {
     format!("{prefix}/split{index}-{:016x}", fingerprint(members))
 }
 
-/// FNV-1a of the members: the same on every rank, build and platform.
-fn fingerprint(members: &[usize]) -> u64 {
+/// FNV-1a of the members: the same on every rank, build and platform (a device
+/// transport derives its split's colour from it too).
+pub fn fingerprint(members: &[usize]) -> u64 {
     members
         .iter()
         .flat_map(|m| (*m as u64).to_le_bytes())

@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 pub use abort::Abort;
 pub use call::Call;
-pub use group::{Calls, Group, Subgroup, check_rank, subgroup_prefix};
+pub use group::{Calls, Group, Subgroup, check_rank, fingerprint, subgroup_prefix};
 pub use scheduled::Scheduled;
 
 use crate::schedule::{Layout, Schedule};
