@@ -118,8 +118,9 @@ class KerasMultiWorker(tf.distribute.MultiWorkerMirroredStrategy):
 def with_mwms(args):
     strategy = KerasMultiWorker()
 
-    # Each worker feeds its own shard, as under hvd: no sharding by the strategy, which
-    # splits each of the worker's global batches into the per-replica ones.
+    # Each worker feeds its own shard, as under hvd: the strategy does not shard, and
+    # the shard's batches, joined into batches of the global size, are split back by the
+    # strategy into this worker's part of each step.
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
 
