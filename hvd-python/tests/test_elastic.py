@@ -125,6 +125,10 @@ def round_sizes(out):
     return [int(line.split()[0]) for line in lines(out, "rounds")]
 
 
+def reset_sizes(out):
+    return [int(line.split()[0]) for line in lines(out, "resets")]
+
+
 def test_a_host_lost_inside_synchronize_leaves_no_stale_handle(tmp_path, hosts):
     out = str(tmp_path)
     victim = hosts.names[-1]
@@ -137,6 +141,9 @@ def test_a_host_lost_inside_synchronize_leaves_no_stale_handle(tmp_path, hosts):
     assert "round 1 failed: rank " in done.stderr, done.stderr
     assert f"on host {victim} failed first (killed by signal 9)" in done.stderr, done.stderr
     assert done.stderr.count(" is kept out for ") == 1, done.stderr
+    # Each survivor's reset callback ran once, in the smaller round, and no worker's
+    # before its first round.
+    assert reset_sizes(out) == [everyone - 2] * (everyone - 2), lines(out, "resets")
     # The survivors failed inside synchronize and went on: no assertion about pending
     # handles (zero_grad before step) in the next round.
     assert "zero_grad() was called after loss.backward()" not in done.stderr
@@ -178,6 +185,7 @@ def test_a_discovered_host_joins_and_nothing_is_rolled_back(tmp_path, hosts):
     final = check(hosts, out, done)
     everyone = 2 * len(hosts.names)
     assert set(round_sizes(out)) == {everyone - 2, everyone}, round_sizes(out)
+    assert reset_sizes(out) == [everyone] * (everyone - 2), lines(out, "resets")
     assert steps_of_first_host(out, hosts) == [final["steps"]] * 2
     assert "kept out" not in done.stderr, done.stderr
 
@@ -192,6 +200,8 @@ def test_a_host_removed_by_discovery_exits_0_at_the_next_commit(tmp_path, hosts)
     final = check(hosts, out, done)
     removed = [w for w in lines(out, "workers") if w.split()[0] == hosts.names[-1]]
     assert len(removed) == 2 and all(" removed " in w for w in removed), removed
+    everyone = 2 * len(hosts.names)
+    assert reset_sizes(out) == [everyone - 2] * (everyone - 2), lines(out, "resets")
     assert "kept out" not in done.stderr, done.stderr
     assert steps_of_first_host(out, hosts) == [final["steps"]] * 2
 

@@ -3,7 +3,8 @@ state to keep), a fixed global batch whatever the job's size, a commit every 2 s
 TorchState holds the model, the optimizer, the ElasticSampler and the log of every
 example committed. ``ELASTIC_FAULT=kill-host:<host>:<step>`` kills that host's workers
 after backward at that step, so the survivors fail inside ``optimizer.synchronize``;
-``ELASTIC_STEP_MS`` slows the steps. Rank 0 of the last round writes the final state to
+``ELASTIC_STEP_MS`` slows the steps. Every reset callback appends the new size to
+``ELASTIC_OUT/resets``. Rank 0 of the last round writes the final state to
 ``ELASTIC_OUT/final.json``; every worker appends how it ended to ``ELASTIC_OUT/workers``.
 Run by test_elastic.py, which also computes the one-process reference with
 ``reference()``."""
@@ -74,6 +75,7 @@ def main():
     state = hvd.elastic.TorchState(model, optimizer, sampler=sampler, epoch=0, steps=0,
                                    log=[])
     host = os.environ.get("HVD_HOSTNAME", "")
+    state.register_reset_callbacks([lambda: append("resets", f"{hvd.size()} {host}")])
     fault = os.environ.get("ELASTIC_FAULT", "")
     pause = float(os.environ.get("ELASTIC_STEP_MS", "0")) / 1000
     executed = [0]

@@ -43,9 +43,10 @@ class State:
         self._commits = 0
 
     def register_reset_callbacks(self, callbacks):
-        """Functions called (without arguments) when a new round starts, before the
-        state is synced: what depends on the job's size (a learning rate scaled by it, a
-        data loader's batch size) is recomputed there."""
+        """Functions called (without arguments) after a reset, when the next round has
+        formed (``hvd.size()`` is its size) and before the state is synced: what depends
+        on the job's size (a learning rate scaled by it, a data loader's batch size) is
+        recomputed there. Not called before the first round, as in Horovod."""
         self._reset_callbacks.extend(callbacks)
 
     def on_reset(self):
@@ -136,7 +137,6 @@ def run(func):
         state.save()
         while True:
             try:
-                state.on_reset()
                 state._sync_newest()
                 return func(state, *args, **kwargs)
             except HostsUpdatedInterrupt:
@@ -152,5 +152,7 @@ def run(func):
             _hvd.elastic_leave(why)
             if _hvd.elastic_join() is None:
                 return None
+            # As in Horovod: after a reset, not before the first round.
+            state.on_reset()
 
     return wrapper
