@@ -176,7 +176,8 @@ fn a_rank_that_never_starts_is_named_at_connect() {
     }
     let dir = tempfile::tempdir().unwrap();
     let env = [(None, "HVD_START_TIMEOUT", "2")];
-    let mut ranks = common::launch_ranks(TEST, 3, &[0, 1], dir.path(), &env);
+    let env = common::with_double(&env);
+    let mut ranks = hvd_testkit::processes::launch_ranks(TEST, 3, &[0, 1], dir.path(), &env);
     common::wait(&mut ranks, Instant::now() + Duration::from_secs(60));
     for (rank, r) in ranks.iter().enumerate() {
         assert_eq!(

@@ -6,7 +6,7 @@
 #![allow(dead_code, unused_imports)]
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use hvd_core::{DeviceMemory, MemoryStore, Store, Topology};
@@ -82,29 +82,24 @@ pub fn child() -> Option<(usize, usize, Connected)> {
     Some((child.rank, child.size, connected))
 }
 
-/// Starts `size` ranks running `test` of this binary, each with the double and `env`
-/// (`(rank, name, value)`, `None` for every rank).
-pub fn launch(test: &str, size: usize, dir: &Path, env: &[RankEnv<'_>]) -> Vec<Rank> {
-    launch_ranks(test, size, &(0..size).collect::<Vec<_>>(), dir, env)
-}
-
-/// Like [`launch`], but only the ranks in `ranks` of a group of `size`.
-pub fn launch_ranks(
-    test: &str,
-    size: usize,
-    ranks: &[usize],
-    dir: &Path,
-    env: &[RankEnv<'_>],
-) -> Vec<Rank> {
-    let double = double();
-    let mut all: Vec<RankEnv<'_>> = vec![
-        (None, "HVD_NCCL_LIBRARY", &double),
-        (None, "HVD_CUDA_LIBRARY", &double),
+/// The double's settings for every rank, then `env` (`(rank, name, value)`, `None` for
+/// every rank).
+pub fn with_double<'a>(env: &[RankEnv<'a>]) -> Vec<RankEnv<'a>> {
+    static DOUBLE: LazyLock<String> = LazyLock::new(double);
+    let mut all: Vec<RankEnv<'a>> = vec![
+        (None, "HVD_NCCL_LIBRARY", &DOUBLE),
+        (None, "HVD_CUDA_LIBRARY", &DOUBLE),
         (None, "HVD_START_TIMEOUT", "60"),
         (None, "HVD_NCCL_TIMEOUT", "60"),
     ];
     all.extend_from_slice(env);
-    processes::launch_ranks(test, size, ranks, dir, &all)
+    all
+}
+
+/// Starts `size` ranks running `test` of this binary, each with the double and `env`.
+pub fn launch(test: &str, size: usize, dir: &Path, env: &[RankEnv<'_>]) -> Vec<Rank> {
+    let every: Vec<usize> = (0..size).collect();
+    processes::launch_ranks(test, size, &every, dir, &with_double(env))
 }
 
 /// Waits until every rank printed `line`, failing after a minute.
