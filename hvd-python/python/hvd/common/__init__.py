@@ -11,10 +11,14 @@
 - :mod:`hvd.common.gradients`: which gradients of a step are combined, under which
   names, in which order.
 
-A framework module (``hvd.torch``, ``hvd.tensorflow``, ``hvd.keras``) only turns its
-tensors into descriptions and back and wires the framework's hooks (autograd, gradient
-tapes, optimizers).
+A framework module (``hvd.torch``, ``hvd.tensorflow``, ``hvd.keras``) re-exports the
+names below with ``from hvd.common import *`` (``__all__``: the errors, the job, the
+build probes, the reduce ops and process sets), then only turns its tensors into
+descriptions and back and wires the framework's hooks (autograd, gradient tapes,
+optimizers).
 """
+
+import types as _types
 
 from hvd._hvd import (  # noqa: F401
     HorovodInternalError,
@@ -52,4 +56,11 @@ from hvd.common.process_sets import (  # noqa: F401
     add_process_set,
     global_process_set,
     remove_process_set,
+)
+
+# Every public name above, none of the submodules: what each front re-exports.
+__all__ = sorted(
+    name
+    for name, value in globals().items()
+    if not name.startswith("_") and not isinstance(value, _types.ModuleType)
 )

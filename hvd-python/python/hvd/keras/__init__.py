@@ -5,39 +5,8 @@ On Keras's TensorFlow backend the gradients go through ``hvd.tensorflow``, on it
 backend through ``hvd.torch``; the JAX backend is refused (hvd has no JAX front).
 """
 
-from hvd.common import (  # noqa: F401
-    Average,
-    HorovodInternalError,
-    HorovodTimeoutError,
-    MismatchError,
-    ProcessSet,
-    RankLostError,
-    Sum,
-    add_process_set,
-    ccl_built,
-    cross_rank,
-    cross_size,
-    cuda_built,
-    ddl_built,
-    global_process_set,
-    gloo_built,
-    gloo_enabled,
-    init,
-    is_initialized,
-    local_rank,
-    local_size,
-    mpi_built,
-    mpi_enabled,
-    mpi_threads_supported,
-    nccl_built,
-    rank,
-    remove_process_set,
-    rocm_built,
-    shutdown,
-    size,
-    start_timeline,
-    stop_timeline,
-)
+# The framework-neutral API: errors, the job, build probes, reduce ops, process sets.
+from hvd.common import *  # noqa: F401,F403
 from hvd.common.objects import allgather_object, broadcast_object  # noqa: F401
 from hvd.keras import callbacks  # noqa: F401
 from hvd.keras.optimizer import DistributedOptimizer  # noqa: F401

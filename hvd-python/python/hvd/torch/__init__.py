@@ -4,44 +4,8 @@ The job, the build probes, the reduce ops and process sets are framework-neutral
 (``hvd.common``); this package turns torch tensors into what the runtime moves and wires
 torch's autograd and optimizers."""
 
-from hvd.common import (  # noqa: F401
-    Adasum,
-    Average,
-    HorovodInternalError,
-    HorovodTimeoutError,
-    Max,
-    Min,
-    MismatchError,
-    Product,
-    ProcessSet,
-    RankLostError,
-    Sum,
-    add_process_set,
-    ccl_built,
-    cross_rank,
-    cross_size,
-    cuda_built,
-    ddl_built,
-    global_process_set,
-    gloo_built,
-    gloo_enabled,
-    init,
-    is_homogeneous,
-    is_initialized,
-    local_rank,
-    local_size,
-    mpi_built,
-    mpi_enabled,
-    mpi_threads_supported,
-    nccl_built,
-    rank,
-    remove_process_set,
-    rocm_built,
-    shutdown,
-    size,
-    start_timeline,
-    stop_timeline,
-)
+# The framework-neutral API: errors, the job, build probes, reduce ops, process sets.
+from hvd.common import *  # noqa: F401,F403
 from hvd.torch.compression import Compression  # noqa: F401
 from hvd.torch.functions import (  # noqa: F401
     allgather_object,
