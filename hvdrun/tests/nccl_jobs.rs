@@ -4,55 +4,28 @@
 //! named by every survivor and by the launcher.
 #![cfg(feature = "nccl")]
 
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+#[path = "common/scenario.rs"]
+mod scenario;
 
 use hvd::ReduceOp;
 use hvd::device::DeviceVec;
-use hvdrun::{Job, JobOutcome};
+use hvdrun::JobOutcome;
+use scenario::{rank_scenario, report_path};
 
-/// Runs the ignored test `rank_body` as `np` ranks with `scenario`, the double as both
-/// libraries and `vars`; returns each rank's report.
+/// Runs `rank_body` as `np` ranks with `scenario`, the double as both libraries and
+/// `vars`.
 fn launch(np: usize, scenario: &str, vars: &[(&str, &str)]) -> (JobOutcome, Vec<Option<String>>) {
-    let out = tempfile::tempdir().unwrap();
     let double = hvd_gpu_double::library_path().unwrap();
-    let args = [
-        "rank_body",
-        "--exact",
-        "--ignored",
-        "--nocapture",
-        "--test-threads=1",
-    ];
-    let mut job = Job::new(
-        std::env::current_exe().unwrap(),
-        args.map(String::from).to_vec(),
-        np,
-    )
-    .env("HVD_TEST_SCENARIO", scenario)
-    .env("HVD_TEST_OUT", out.path().to_str().unwrap())
-    .env("HVD_NCCL_LIBRARY", double.to_str().unwrap())
-    .env("HVD_CUDA_LIBRARY", double.to_str().unwrap())
-    .grace(Duration::from_millis(200))
-    .quiet();
-    for (name, value) in vars {
-        job = job.env(*name, *value);
-    }
-    let outcome = job.run().unwrap();
-    let reports = (0..np)
-        .map(|r| std::fs::read_to_string(report_path(out.path(), r)).ok())
-        .collect();
-    (outcome, reports)
-}
-
-fn report_path(dir: &Path, rank: usize) -> PathBuf {
-    dir.join(format!("rank{rank}.txt"))
+    let double = double.to_str().unwrap();
+    let mut all = vec![("HVD_NCCL_LIBRARY", double), ("HVD_CUDA_LIBRARY", double)];
+    all.extend_from_slice(vars);
+    scenario::launch(np, scenario, &all)
 }
 
 #[test]
 #[ignore = "one rank of a job launched by the other tests of this file"]
 fn rank_body() {
-    let scenario = std::env::var("HVD_TEST_SCENARIO").unwrap();
-    let out = PathBuf::from(std::env::var("HVD_TEST_OUT").unwrap());
+    let (scenario, out) = rank_scenario();
     let hvd = hvd::init().unwrap();
     let memory = hvd::device::memory(hvd.rank(), hvd.local_rank()).unwrap();
     let rank = hvd.rank();

@@ -2,61 +2,24 @@
 //! ranks of this test binary with `Job`, and each rank writes what it saw to a file
 //! that the test then checks.
 
-use std::path::{Path, PathBuf};
+#[path = "common/scenario.rs"]
+mod scenario;
+
 use std::time::{Duration, Instant};
 
 use hvd::ReduceOp;
-use hvdrun::{Job, JobOutcome};
+use hvdrun::JobOutcome;
+use scenario::{launch as launch_with, rank_scenario, report_path};
 
-/// Runs the ignored test `rank_body` as `np` ranks with `scenario`; returns each rank's
-/// report (None for a rank that wrote none).
+/// Runs `rank_body` as `np` ranks with `scenario` over TCP with a 20 s timeout.
 fn launch(np: usize, scenario: &str) -> (JobOutcome, Vec<Option<String>>) {
     launch_with(np, scenario, &[("HVD_TCP_TIMEOUT", "20")])
-}
-
-/// Like [`launch`], with these variables set for every rank.
-fn launch_with(
-    np: usize,
-    scenario: &str,
-    vars: &[(&str, &str)],
-) -> (JobOutcome, Vec<Option<String>>) {
-    let out = tempfile::tempdir().unwrap();
-    let args = [
-        "rank_body",
-        "--exact",
-        "--ignored",
-        "--nocapture",
-        "--test-threads=1",
-    ];
-    let mut job = Job::new(
-        std::env::current_exe().unwrap(),
-        args.map(String::from).to_vec(),
-        np,
-    )
-    .env("HVD_TEST_SCENARIO", scenario)
-    .env("HVD_TEST_OUT", out.path().to_str().unwrap())
-    // A frozen rank ignores SIGTERM until it is killed.
-    .grace(Duration::from_millis(200))
-    .quiet();
-    for (name, value) in vars {
-        job = job.env(*name, *value);
-    }
-    let outcome = job.run().unwrap();
-    let reports = (0..np)
-        .map(|r| std::fs::read_to_string(report_path(out.path(), r)).ok())
-        .collect();
-    (outcome, reports)
-}
-
-fn report_path(dir: &Path, rank: usize) -> PathBuf {
-    dir.join(format!("rank{rank}.txt"))
 }
 
 #[test]
 #[ignore = "one rank of a job launched by the other tests of this file"]
 fn rank_body() {
-    let scenario = std::env::var("HVD_TEST_SCENARIO").unwrap();
-    let out = PathBuf::from(std::env::var("HVD_TEST_OUT").unwrap());
+    let (scenario, out) = rank_scenario();
     let hvd = hvd::init().unwrap();
     let rank = hvd.rank();
     let report = match scenario.as_str() {
