@@ -3,8 +3,12 @@
 //! failure, a panic or an abort. What a transport loads stays loaded for the life of the
 //! process: drivers and providers keep threads and global state.
 
+use std::collections::HashMap;
 use std::ffi::{CStr, CString, c_void};
 use std::ptr::NonNull;
+use std::sync::{Mutex, OnceLock};
+
+use crate::{Error, Result};
 
 /// A library loaded with `dlopen`, never closed.
 #[derive(Debug, Clone, Copy)]
@@ -73,6 +77,59 @@ pub fn candidates(var: &str, defaults: &[&str]) -> Vec<String> {
     match std::env::var(var) {
         Ok(path) if !path.is_empty() => vec![path],
         _ => defaults.iter().map(|n| n.to_string()).collect(),
+    }
+}
+
+/// The first of `candidates` that loads, with its name; when none does,
+/// [`Error::LibraryMissing`] naming `what` and every candidate, with `install_hint` and
+/// the loader's reasons.
+pub fn open_library<'c>(
+    candidates: &'c [String],
+    what: &str,
+    install_hint: &str,
+) -> Result<(Dynlib, &'c str)> {
+    Dynlib::open_first(candidates).map_err(|failures| Error::LibraryMissing {
+        library: format!("{what} ({})", candidates.join(", ")),
+        hint: format!("{install_hint} ({})", failures.join("; ")),
+    })
+}
+
+/// A library's bindings, loaded once per list of candidates and kept for the life of the
+/// process; a failure is remembered and returned to every later caller alike.
+#[derive(Debug)]
+pub struct Loaded<T: 'static> {
+    by_candidates: OnceLock<Mutex<HashMap<Vec<String>, Result<&'static T>>>>,
+}
+
+impl<T: Sync> Loaded<T> {
+    /// Nothing loaded yet (for a `static`).
+    pub const fn new() -> Self {
+        Loaded {
+            by_candidates: OnceLock::new(),
+        }
+    }
+
+    /// The bindings `open` makes from `candidates`, made on the first call for them.
+    pub fn get(
+        &self,
+        candidates: &[String],
+        open: impl FnOnce(&[String]) -> Result<T>,
+    ) -> Result<&'static T> {
+        let mut loaded = self
+            .by_candidates
+            .get_or_init(Mutex::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        loaded
+            .entry(candidates.to_vec())
+            .or_insert_with(|| open(candidates).map(|bindings| &*Box::leak(Box::new(bindings))))
+            .clone()
+    }
+}
+
+impl<T: Sync> Default for Loaded<T> {
+    fn default() -> Self {
+        Loaded::new()
     }
 }
 

@@ -1,11 +1,9 @@
 //! The CUDA driver (libcuda), loaded with `dlopen` on first use: the entry points hvd
 //! calls, with the C signatures and `_v2` names of cuda.h.
 
-use std::collections::HashMap;
 use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
-use std::sync::{Mutex, OnceLock};
 
-use hvd_core::dynlib::Dynlib;
+use hvd_core::dynlib::{Loaded, open_library};
 use hvd_core::{Error, Result};
 
 /// Overrides the driver library to load (a path or a name).
@@ -103,23 +101,12 @@ pub(crate) struct Driver {
 /// The driver loaded from the first of `candidates` that loads (and initialised), once
 /// per list of candidates; a failure is remembered and returned to every caller.
 pub(crate) fn load(candidates: &[String]) -> Result<&'static Driver> {
-    static LOADED: OnceLock<Mutex<HashMap<Vec<String>, Result<&'static Driver>>>> = OnceLock::new();
-    let mut loaded = LOADED
-        .get_or_init(Mutex::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    loaded
-        .entry(candidates.to_vec())
-        .or_insert_with(|| open(candidates).map(|d| &*Box::leak(Box::new(d))))
-        .clone()
+    static LOADED: Loaded<Driver> = Loaded::new();
+    LOADED.get(candidates, open)
 }
 
 fn open(candidates: &[String]) -> Result<Driver> {
-    let (library, name) =
-        Dynlib::open_first(candidates).map_err(|failures| Error::LibraryMissing {
-            library: format!("the CUDA driver ({})", candidates.join(", ")),
-            hint: format!("{INSTALL_HINT} ({})", failures.join("; ")),
-        })?;
+    let (library, name) = open_library(candidates, "the CUDA driver", INSTALL_HINT)?;
     let missing = |symbol: &CStr| Error::LibraryMissing {
         library: format!("the CUDA driver ({name})"),
         hint: format!(

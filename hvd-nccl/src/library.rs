@@ -1,11 +1,9 @@
 //! libnccl, loaded with `dlopen` on first use: the entry points hvd calls, with the C
 //! signatures of nccl.h.
 
-use std::collections::HashMap;
 use std::ffi::{CStr, c_char, c_int, c_void};
-use std::sync::{Mutex, OnceLock};
 
-use hvd_core::dynlib::Dynlib;
+use hvd_core::dynlib::{Loaded, open_library};
 use hvd_core::{Error, Result};
 
 /// Overrides the library to load (a path or a name).
@@ -168,23 +166,12 @@ pub(crate) struct Nccl {
 /// The NCCL loaded from the first of `candidates` that loads, once per list of
 /// candidates; a failure is remembered and returned to every caller.
 pub(crate) fn load(candidates: &[String]) -> Result<&'static Nccl> {
-    static LOADED: OnceLock<Mutex<HashMap<Vec<String>, Result<&'static Nccl>>>> = OnceLock::new();
-    let mut loaded = LOADED
-        .get_or_init(Mutex::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    loaded
-        .entry(candidates.to_vec())
-        .or_insert_with(|| open(candidates).map(|n| &*Box::leak(Box::new(n))))
-        .clone()
+    static LOADED: Loaded<Nccl> = Loaded::new();
+    LOADED.get(candidates, open)
 }
 
 fn open(candidates: &[String]) -> Result<Nccl> {
-    let (library, name) =
-        Dynlib::open_first(candidates).map_err(|failures| Error::LibraryMissing {
-            library: format!("NCCL ({})", candidates.join(", ")),
-            hint: format!("{INSTALL_HINT} ({})", failures.join("; ")),
-        })?;
+    let (library, name) = open_library(candidates, "NCCL", INSTALL_HINT)?;
     let missing = |symbol: &CStr| Error::LibraryMissing {
         library: format!("NCCL ({name})"),
         hint: format!(

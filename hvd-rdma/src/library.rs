@@ -62,13 +62,8 @@ pub(crate) fn library() -> Result<&'static Library> {
 
 fn load() -> Result<Library> {
     let candidates = dynlib::candidates(LIBRARY_VAR, NAMES);
-    match Dynlib::open_first(&candidates) {
-        Ok((library, name)) => resolve(name, library),
-        Err(failures) => Err(Error::LibraryMissing {
-            library: format!("libfabric ({})", candidates.join(", ")),
-            hint: format!("{INSTALL_HINT} ({})", failures.join("; ")),
-        }),
-    }
+    let (library, name) = dynlib::open_library(&candidates, "libfabric", INSTALL_HINT)?;
+    resolve(name, library)
 }
 
 fn symbol(name: &str, library: Dynlib, symbol: &CStr) -> Result<*mut c_void> {
