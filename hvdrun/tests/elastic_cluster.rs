@@ -12,7 +12,7 @@ mod cluster;
 mod regression;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
 use cluster::Cluster;
@@ -176,25 +176,53 @@ fn finish(cluster: &Cluster, out: &Output) -> String {
     text(&out.stderr)
 }
 
+/// Starts a job whose discovery script lists `hosts` (their slots), with `--min-np`
+/// `min_np` and steps of 40 ms, and waits until every slot has started training.
+fn discovered(cluster: &Cluster, out: &Path, hosts: &[usize], min_np: usize) -> Child {
+    let script = discovery(out, &listed(cluster, hosts));
+    let min_np = min_np.to_string();
+    let args = ["--host-discovery-script", &script, "--min-np", &min_np];
+    let mut child = hvdrun(cluster, &args, out, "", 40)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_starts(&mut child, out, 2 * hosts.len());
+    child
+}
+
+/// Runs an elastic job over every host (`--min-np 2`) through `fault`, which it must
+/// survive: exit 0, the weights of one process, every example once per epoch. Returns
+/// what hvdrun printed on stderr.
+fn survives(cluster: &Cluster, out: &Path, fault: &str) -> String {
+    let args = ["--elastic", "-H", &all_hosts(cluster), "--min-np", "2"];
+    let (run, stderr) = run_to_end(cluster, &args, out, fault, 20);
+    assert!(run.status.success(), "{stderr}");
+    regression::check_final(out);
+    stderr
+}
+
+/// Runs [`hvdrun`] to its end; how it ended and what it printed on stderr, once no
+/// worker is left on any host.
+fn run_to_end(
+    cluster: &Cluster,
+    args: &[&str],
+    out: &Path,
+    fault: &str,
+    step_ms: u64,
+) -> (Output, String) {
+    let run = hvdrun(cluster, args, out, fault, step_ms).output().unwrap();
+    let stderr = finish(cluster, &run);
+    (run, stderr)
+}
+
 #[test]
 #[ignore = "needs the simulated cluster: cargo xtask test-cluster runs it (as root)"]
 fn a_killed_host_shrinks_the_job_which_goes_on_from_its_last_commit() {
     let cluster = Cluster::from_env();
     let out = tempfile::tempdir().unwrap();
     let victim = address(&cluster, 2);
-    let args = ["--elastic", "-H", &all_hosts(&cluster), "--min-np", "2"];
-    let run = hvdrun(
-        &cluster,
-        &args,
-        out.path(),
-        &format!("kill-host:{victim}:10"),
-        20,
-    )
-    .output()
-    .unwrap();
-    let stderr = finish(&cluster, &run);
-    assert!(run.status.success(), "{stderr}");
-    regression::check_final(out.path());
+    let stderr = survives(&cluster, out.path(), &format!("kill-host:{victim}:10"));
     assert_eq!(round_size(out.path(), 2), Some(6), "{stderr}");
     let recovered = round_starts(out.path(), 2).into_iter().max().unwrap() - killed_at(out.path());
     measured(&format!(
@@ -217,14 +245,8 @@ fn one_killed_rank_removes_its_whole_host_and_charges_no_other() {
     let cluster = Cluster::from_env();
     let out = tempfile::tempdir().unwrap();
     let victim = address(&cluster, 1);
-    let args = ["--elastic", "-H", &all_hosts(&cluster), "--min-np", "2"];
     let fault = format!("kill-slot:{victim}:1:10");
-    let run = hvdrun(&cluster, &args, out.path(), &fault, 20)
-        .output()
-        .unwrap();
-    let stderr = finish(&cluster, &run);
-    assert!(run.status.success(), "{stderr}");
-    regression::check_final(out.path());
+    let stderr = survives(&cluster, out.path(), &fault);
     assert_eq!(round_size(out.path(), 2), Some(6), "{stderr}");
     let second: Vec<String> = regression::lines(out.path(), "rounds")
         .into_iter()
@@ -307,14 +329,7 @@ fn listed(cluster: &Cluster, hosts: &[usize]) -> Vec<String> {
 fn a_discovered_host_joins_at_the_next_commit_and_nothing_is_rolled_back() {
     let cluster = Cluster::from_env();
     let out = tempfile::tempdir().unwrap();
-    let script = discovery(out.path(), &listed(&cluster, &[0, 1, 2]));
-    let args = ["--host-discovery-script", &script, "--min-np", "2"];
-    let mut child = hvdrun(&cluster, &args, out.path(), "", 40)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_for_starts(&mut child, out.path(), 6);
+    let mut child = discovered(&cluster, out.path(), &[0, 1, 2], 2);
     let added_at = now_ms();
     std::fs::write(
         out.path().join("hosts"),
@@ -354,14 +369,7 @@ fn worker_steps(out: &Path, suffix: &str) -> u64 {
 fn a_host_removed_by_discovery_leaves_at_the_next_commit_and_is_not_charged() {
     let cluster = Cluster::from_env();
     let out = tempfile::tempdir().unwrap();
-    let script = discovery(out.path(), &listed(&cluster, &[0, 1, 2, 3]));
-    let args = ["--host-discovery-script", &script, "--min-np", "2"];
-    let mut child = hvdrun(&cluster, &args, out.path(), "", 40)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_for_starts(&mut child, out.path(), 8);
+    let mut child = discovered(&cluster, out.path(), &[0, 1, 2, 3], 2);
     std::fs::write(
         out.path().join("hosts"),
         listed(&cluster, &[0, 1, 2]).join("\n") + "\n",
@@ -406,16 +414,13 @@ fn a_host_that_fails_whenever_it_joins_returns_after_growing_cooldowns() {
         "1",
         "8",
     ];
-    let run = hvdrun(
+    let (run, stderr) = run_to_end(
         &cluster,
         &args,
         out.path(),
         &format!("fail-on-join:{victim}"),
         60,
-    )
-    .output()
-    .unwrap();
-    let stderr = finish(&cluster, &run);
+    );
     assert!(run.status.success(), "{stderr}");
     regression::check_final(out.path());
     let charges = charged(&stderr);
@@ -498,14 +503,7 @@ fn too_few_slots_fail_after_the_elastic_timeout_naming_every_host() {
 fn a_graceful_removal_below_min_np_then_an_added_host_completes() {
     let cluster = Cluster::from_env();
     let out = tempfile::tempdir().unwrap();
-    let script = discovery(out.path(), &listed(&cluster, &[0, 1, 2, 3]));
-    let args = ["--host-discovery-script", &script, "--min-np", "8"];
-    let mut child = hvdrun(&cluster, &args, out.path(), "", 40)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_for_starts(&mut child, out.path(), 8);
+    let mut child = discovered(&cluster, out.path(), &[0, 1, 2, 3], 8);
     let listing = out.path().join("hosts");
     std::fs::write(&listing, listed(&cluster, &[0, 1, 2]).join("\n") + "\n").unwrap();
     std::thread::sleep(Duration::from_secs(2));
@@ -540,10 +538,7 @@ fn the_reset_limit_ends_a_job_that_needs_one_more_round() {
         "--reset-limit",
         "1",
     ];
-    let run = hvdrun(&cluster, &args, out.path(), &two_failures(&cluster), 20)
-        .output()
-        .unwrap();
-    let stderr = finish(&cluster, &run);
+    let (run, stderr) = run_to_end(&cluster, &args, out.path(), &two_failures(&cluster), 20);
     assert_eq!(run.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains("hvdrun: the job would need a new round (reset 2) after round 2, more than --reset-limit 1 allows"),
@@ -557,19 +552,7 @@ fn losing_rank_0s_host_moves_rank_0_and_keeps_the_newest_commit() {
     let cluster = Cluster::from_env();
     let out = tempfile::tempdir().unwrap();
     let first = address(&cluster, 0);
-    let args = ["--elastic", "-H", &all_hosts(&cluster), "--min-np", "2"];
-    let run = hvdrun(
-        &cluster,
-        &args,
-        out.path(),
-        &format!("kill-host:{first}:14"),
-        20,
-    )
-    .output()
-    .unwrap();
-    let stderr = finish(&cluster, &run);
-    assert!(run.status.success(), "{stderr}");
-    regression::check_final(out.path());
+    survives(&cluster, out.path(), &format!("kill-host:{first}:14"));
     let rank0: Vec<String> = regression::lines(out.path(), "rounds")
         .into_iter()
         .filter(|l| l.starts_with("2 ") && l.split(' ').nth(3) == Some("0"))
@@ -589,13 +572,7 @@ fn losing_rank_0s_host_moves_rank_0_and_keeps_the_newest_commit() {
 fn a_second_host_lost_during_recovery_takes_a_third_round_and_the_job_completes() {
     let cluster = Cluster::from_env();
     let out = tempfile::tempdir().unwrap();
-    let args = ["--elastic", "-H", &all_hosts(&cluster), "--min-np", "2"];
-    let run = hvdrun(&cluster, &args, out.path(), &two_failures(&cluster), 20)
-        .output()
-        .unwrap();
-    let stderr = finish(&cluster, &run);
-    assert!(run.status.success(), "{stderr}");
-    regression::check_final(out.path());
+    let stderr = survives(&cluster, out.path(), &two_failures(&cluster));
     assert_eq!(round_size(out.path(), 3), Some(4), "{stderr}");
     let recovered = round_starts(out.path(), 3).into_iter().max().unwrap() - killed_at(out.path());
     measured(&format!(
@@ -619,10 +596,7 @@ fn a_shape_mismatch_fails_the_job_at_once_without_a_reset() {
     let out = tempfile::tempdir().unwrap();
     let args = ["--elastic", "-H", &all_hosts(&cluster), "--min-np", "2"];
     let started = Instant::now();
-    let run = hvdrun(&cluster, &args, out.path(), "mismatch:5", 20)
-        .output()
-        .unwrap();
-    let stderr = finish(&cluster, &run);
+    let (run, stderr) = run_to_end(&cluster, &args, out.path(), "mismatch:5", 20);
     assert_eq!(run.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains("failed with an error no new round can cure, which ends the job: Mismatched shapes for tensor 'grad': rank 0 has [8], rank 1 has [9]"),
