@@ -1,5 +1,5 @@
 //! Native libraries loaded at run time (`dlopen`), so that a machine without one gets a
-//! clear [`Error`](crate::Error) from the transport that needs it instead of a link
+//! clear [`Error`] from the transport that needs it instead of a link
 //! failure, a panic or an abort. What a transport loads stays loaded for the life of the
 //! process: drivers and providers keep threads and global state.
 
