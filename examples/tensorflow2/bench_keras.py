@@ -17,6 +17,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 # One thread per rank, set before TensorFlow starts its pools.
@@ -27,6 +28,9 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import mnist_data  # noqa: E402
+
+# How long the MultiWorkerMirroredStrategy workers may run before they are killed.
+WORKER_TIMEOUT = 1800
 
 tf.config.threading.set_intra_op_parallelism_threads(1)
 tf.config.threading.set_inter_op_parallelism_threads(1)
@@ -141,20 +145,34 @@ def launch_workers(args):
             ports.append(s.getsockname()[1])
     workers = [f"127.0.0.1:{port}" for port in ports]
     procs = []
+    logs = [tempfile.TemporaryFile(mode="w+") for _ in range(args.np)]
     for index in range(args.np):
         config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
         procs.append(subprocess.Popen(
             [sys.executable, *sys.argv],
             env={**os.environ, "TF_CONFIG": json.dumps(config)},
-            stdout=None if index == 0 else subprocess.PIPE,
-            stderr=None if index == 0 else subprocess.STDOUT, text=True))
+            # Not a pipe, which a chatty worker could fill while nobody reads it.
+            stdout=None if index == 0 else logs[index],
+            stderr=None if index == 0 else subprocess.STDOUT))
+    # A worker that dies leaves the others waiting in a collective for good: once one
+    # fails, or after WORKER_TIMEOUT seconds, the rest are killed.
+    deadline = time.monotonic() + WORKER_TIMEOUT
+    while any(p.poll() is None for p in procs):
+        if any(p.returncode not in (None, 0) for p in procs) or time.monotonic() > deadline:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+            break
+        time.sleep(0.2)
     failed = 0
     for index, proc in enumerate(procs):
-        out, _ = proc.communicate()
+        proc.wait()
+        logs[index].seek(0)
+        out = logs[index].read()
         if proc.returncode != 0:
             failed = proc.returncode
-            if out:
-                print(f"worker {index}:\n{out}", file=sys.stderr)
+            print(f"worker {index} exited with {proc.returncode}" + (f":\n{out}" if out else ""),
+                  file=sys.stderr)
     return failed
 
 
