@@ -133,8 +133,8 @@ pub fn run(
         }
         if !json {
             println!(
-                "# runtime cycles {}, announcement rounds {}, response-cache hits {}",
-                stats.cycles, stats.announce_rounds, stats.cache_hits
+                "# runtime cycles {} ({} run by the waiting caller), announcement rounds {}, response-cache hits {}",
+                stats.cycles, stats.caller_cycles, stats.announce_rounds, stats.cache_hits
             );
         }
     }

@@ -6,9 +6,9 @@
 //! every rank means the cached response runs at once. Every rank changes its cache in the
 //! same way at the same point of the same cycle, so slot numbers agree everywhere.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
-use super::request::{OpKind, Request};
+use super::request::{Name, OpKind, Request};
 use super::response::Response;
 
 struct Cached {
@@ -20,7 +20,7 @@ struct Cached {
 pub(crate) struct ResponseCache {
     capacity: usize,
     slots: Vec<Option<Cached>>,
-    by_name: HashMap<String, usize>,
+    by_name: FxHashMap<Name, usize>,
     clock: u64,
 }
 
@@ -29,7 +29,7 @@ impl ResponseCache {
         ResponseCache {
             capacity,
             slots: Vec::new(),
-            by_name: HashMap::new(),
+            by_name: FxHashMap::default(),
             clock: 0,
         }
     }
@@ -108,7 +108,7 @@ impl ResponseCache {
             })
             .min()
             .map(|(_, i, name)| (i, name))
-            .unwrap_or((0, String::new()));
+            .unwrap_or((0, Name::from("")));
         self.by_name.remove(&name);
         self.slots[slot] = None;
         slot

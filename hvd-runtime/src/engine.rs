@@ -1,5 +1,6 @@
-//! The background thread of one process set: drain the queue, negotiate, run what every
-//! rank is ready for in the agreed order, complete handles.
+//! One process set's engine: drain the queue, negotiate, run what every rank is ready
+//! for in the agreed order, complete handles. A caller waiting on a handle runs its
+//! cycles, or the set's background thread does (see `drive.rs`).
 //!
 //! Negotiation has no privileged coordinator process: each cycle the ranks AND a small
 //! vector (flags plus one bit per response-cache slot); only when some rank has something
@@ -9,14 +10,15 @@
 //! depend on a clock (stall shutdown) are taken by rank 0 alone and travel in its
 //! announcement, so they too are the same everywhere.
 //!
-//! Latency policy: the thread sleeps at most one cycle time when idle, but a submission
-//! wakes it at once, so a lone small tensor never waits out a cycle; after a cycle that
-//! had work it polls the queue for a moment before it sleeps, and callers poll their
-//! handles before they sleep (see `poll.rs`), so back-to-back collectives cross no
-//! sleeping thread. Under load, tensors submitted while a cycle runs are batched into the
+//! Latency policy: a caller that waits on its handle runs the cycle itself, so a
+//! blocking collective crosses no thread at all. Otherwise the background thread sleeps
+//! at most one cycle time when idle, but a submission wakes it at once, so a lone small
+//! tensor never waits out a cycle; after a cycle of its own that had work it polls the
+//! queue for a moment before it sleeps, and callers poll their handles before they sleep
+//! (see `poll.rs`). Under load, tensors submitted while a cycle runs are batched into the
 //! next one.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -29,7 +31,7 @@ use super::compress::WireBuffers;
 use super::config::Config;
 use super::control_errors::while_negotiating;
 use super::queue::{Queue, Submission};
-use super::request::{OpKind, Request};
+use super::request::{Name, OpKind, Request};
 use super::response::Response;
 use super::stall::StallInspector;
 use super::stats::Stats;
@@ -83,7 +85,7 @@ pub(crate) struct Engine {
     pub(super) queue: Arc<Queue>,
     pub(super) stats: Arc<Stats>,
     global: bool,
-    pub(super) pending: HashMap<String, Pending>,
+    pub(super) pending: FxHashMap<Name, Pending>,
     /// Wire buffers of compressed allreduces, kept for the next batch.
     pub(super) wire_buffers: WireBuffers,
     table: MessageTable,
@@ -101,6 +103,16 @@ pub(crate) struct Engine {
 
 /// Entries of the per-cycle vector before the response-cache bits.
 const FLAGS: usize = 3;
+
+/// Which thread steps the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum By {
+    /// A caller waiting on a handle.
+    Caller,
+    /// The set's background thread, after it waited for work and let a burst of
+    /// submissions settle.
+    Background,
+}
 
 /// What a cycle decided about the engine's future.
 enum Next {
@@ -123,7 +135,7 @@ impl Engine {
             queue: parts.queue,
             stats: parts.stats,
             global: parts.global,
-            pending: HashMap::new(),
+            pending: FxHashMap::default(),
             wire_buffers: WireBuffers::default(),
             table: MessageTable::new(size),
             cache: ResponseCache::new(parts.config.cache_capacity),
@@ -137,60 +149,84 @@ impl Engine {
         }
     }
 
-    /// Runs cycles until the job shuts down or fails; then fails whatever is left.
-    pub fn run(mut self) {
+    /// What comes before the first cycle: the global set aligns the job's clocks for the
+    /// trace. On failure everything submitted fails and the engine must not step.
+    pub fn start(&mut self) -> Result<()> {
         if self.gathers_trace()
             && let Err(e) = self.trace.align(self.control.as_ref())
         {
-            self.stop(e);
-            return;
+            self.stop(e.clone());
+            return Err(e);
         }
-        let mut busy = false;
-        loop {
-            // A panic (a bug, here or in a transport or a caller's buffer) must not
-            // leave callers waiting forever: it fails everything, naming this rank.
-            let step = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.step(busy)));
-            match step {
-                Ok((Next::Continue, next_busy)) => busy = next_busy,
-                Ok((Next::Stop(reason), _)) => {
-                    self.stop(reason);
-                    return;
-                }
-                Err(panic) => {
-                    let reason = Error::Shutdown {
-                        cause: format!(
-                            "rank {}: hvd's background thread failed: {}",
-                            self.rank,
-                            panic_message(panic.as_ref())
-                        ),
-                    };
-                    tracing::error!("{reason}");
-                    self.stop(reason);
-                    return;
-                }
-            }
-        }
+        Ok(())
     }
 
-    /// Takes what was submitted and runs one cycle; returns what comes next and whether
-    /// the engine should poll rather than sleep before the next one.
-    fn step(&mut self, busy: bool) -> (Next, bool) {
-        let (submissions, shutdown) = self.queue.take(self.config.cycle_time, busy);
+    /// Takes what was submitted and runs one cycle, stepped `by` a caller or the
+    /// background thread (see [`By`]); `busy` says the last cycle had work. Returns
+    /// whether the next step should poll rather than sleep, or `None` once the engine has
+    /// stopped and failed whatever was left.
+    pub fn step(&mut self, by: By, busy: bool) -> Option<bool> {
+        // A panic (a bug, here or in a transport or a caller's buffer) must not leave
+        // callers waiting forever: it fails everything, naming this rank.
+        let step =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.cycle_once(by, busy)));
+        let reason = match step {
+            Ok((Next::Continue, busy)) => return Some(busy),
+            Ok((Next::Stop(reason), _)) => reason,
+            Err(panic) => {
+                let reason = Error::Shutdown {
+                    cause: format!(
+                        "rank {}: hvd's engine failed: {}",
+                        self.rank,
+                        panic_message(panic.as_ref())
+                    ),
+                };
+                tracing::error!("{reason}");
+                reason
+            }
+        };
+        self.stop(reason);
+        None
+    }
+
+    /// Whether tensors submitted here wait for a later cycle.
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// The longest an idle engine waits before it runs a cycle the other ranks may need.
+    pub fn cycle_time(&self) -> Duration {
+        self.config.cycle_time
+    }
+
+    fn cycle_once(&mut self, by: By, busy: bool) -> (Next, bool) {
+        if by == By::Caller {
+            self.stats.caller_cycle();
+        }
+        let (submissions, shutdown) = match by {
+            // A caller waits for the next submission, paced like the background thread.
+            By::Caller => self.queue.take(self.config.cycle_time, busy),
+            // The background thread has waited already, and let a burst settle.
+            By::Background => self.queue.take(Duration::ZERO, false),
+        };
         let took = !submissions.is_empty();
-        submissions.into_iter().for_each(|s| self.accept(s));
+        // One clock reading for the batch: the stall inspector's patience is in seconds.
+        let now = Instant::now();
+        submissions.into_iter().for_each(|s| self.accept(s, now));
         let waiting = self.pending.len();
         self.leaving |= shutdown;
         let next = self.cycle().unwrap_or_else(|e| {
             // Tensors submitted while the failed round was blocked were waiting too.
             let (late, _) = self.queue.take(Duration::ZERO, false);
-            late.into_iter().for_each(|s| self.accept(s));
+            late.into_iter()
+                .for_each(|s| self.accept(s, Instant::now()));
             Next::Stop(while_negotiating(e, &self.waiting()))
         });
         // The caller of what just completed is likely to submit again at once.
         (next, took || self.pending.len() < waiting)
     }
 
-    fn accept(&mut self, submission: Submission) {
+    fn accept(&mut self, submission: Submission, now: Instant) {
         let Submission { request, work } = submission;
         self.trace.recorder.queue_begin(&request.name);
         let progress = match self.cache.lookup(self.rank, &request) {
@@ -205,7 +241,7 @@ impl Engine {
                 work,
                 progress,
                 seq: self.next_seq,
-                since: Instant::now(),
+                since: now,
             },
         );
     }
@@ -214,7 +250,7 @@ impl Engine {
     fn waiting(&self) -> Vec<String> {
         let mut pending: Vec<&Pending> = self.pending.values().collect();
         pending.sort_by_key(|p| p.seq);
-        pending.iter().map(|p| p.request.name.clone()).collect()
+        pending.iter().map(|p| p.request.name.to_string()).collect()
     }
 
     /// The global set's engine gathers the job's trace; the others only record.
@@ -232,11 +268,12 @@ impl Engine {
     fn refresh_cached(&mut self) {
         let joined = self.anyone_joined();
         let patience = self.stall.cached_patience();
+        let now = Instant::now();
         for p in self.pending.values_mut() {
             if let Progress::Cached(slot) = p.progress
                 && (joined
                     || !self.cache.holds(slot, &p.request.name)
-                    || p.since.elapsed() >= patience)
+                    || now.saturating_duration_since(p.since) >= patience)
             {
                 p.progress = Progress::ToAnnounce;
             }

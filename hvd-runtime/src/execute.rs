@@ -1,12 +1,14 @@
 //! Running agreed responses: data collectives through the middleware stack, control
 //! operations on the engine's own path, and completing what this rank submitted.
 
+use std::sync::Arc;
+
 use hvd_core::{Device, DeviceBuffer, Error, Result, Tensor, TensorMut};
 
 use super::buffer::{AnyBuffer, RawBuffer};
 use super::compress::{narrowed, widen_into};
 use super::engine::Engine;
-use super::request::BatchKey;
+use super::request::{BatchKey, Name};
 use super::response::{Plan, Response};
 use super::work::{Control, InPlace, Resized, ResizedOp, Work};
 
@@ -14,14 +16,14 @@ use super::work::{Control, InPlace, Resized, ResizedOp, Work};
 enum Item {
     Batched(Batched),
     Resized {
-        name: String,
-        plan: Plan,
+        name: Name,
+        plan: Arc<Plan>,
         op: ResizedOp,
         tensor: Box<dyn Resized>,
     },
     Control {
-        name: String,
-        plan: Plan,
+        name: Name,
+        plan: Arc<Plan>,
         control: Control,
     },
 }
@@ -29,8 +31,8 @@ enum Item {
 /// An allreduce or broadcast: runs in one batch with its neighbours of the same key.
 struct Batched {
     key: BatchKey,
-    name: String,
-    plan: Plan,
+    name: Name,
+    plan: Arc<Plan>,
     tensor: Memory,
 }
 
@@ -60,7 +62,7 @@ impl Memory {
 impl Item {
     /// Pairs `plan` with this rank's `work` for it; `None` when there is nothing to run
     /// here (a joined rank takes part in allreduces only).
-    fn new(name: String, plan: Plan, work: Option<Work>) -> Option<Item> {
+    fn new(name: Name, plan: Arc<Plan>, work: Option<Work>) -> Option<Item> {
         let (key, tensor) = match work {
             Some(Work::InPlace { op, tensor }) => (op.key(), Memory::Caller(tensor)),
             Some(Work::Resized { op, tensor }) => {
@@ -164,12 +166,16 @@ impl Engine {
     /// consecutive broadcasts from one root, on one device, go to the stack as one batch
     /// (how a batch travels is Fusion's to decide). Fails the rest after an error.
     pub(super) fn execute(&mut self, responses: Vec<Response>) -> Result<()> {
+        // This rank's submissions among them are done: their names may be used again.
+        let mine = responses
+            .iter()
+            .map(|r| &*r.name)
+            .filter(|name| self.pending.contains_key(*name));
+        let completed = self.queue.finished(mine);
+        self.stats.completed(completed);
         let mut items = Vec::with_capacity(responses.len());
         for response in responses {
-            let work = self.pending.remove(&response.name).map(|p| {
-                self.finished(&response.name);
-                p.work
-            });
+            let work = self.pending.remove(&response.name).map(|p| p.work);
             match response.outcome {
                 Err(err) => {
                     if let Some(work) = work {
@@ -205,12 +211,6 @@ impl Engine {
             }
         }
         Ok(())
-    }
-
-    /// Counts a submission of this rank as done, so its name can be used again.
-    fn finished(&self, name: &str) {
-        self.queue.finished(name);
-        self.stats.completed();
     }
 
     /// Runs a batch through the stack over views of its tensors (the tensors themselves,

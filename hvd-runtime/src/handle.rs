@@ -6,11 +6,21 @@ use std::time::{Duration, Instant};
 
 use hvd_core::{Error, Result};
 
+use super::drive::Driver;
 use super::poll::{HANDLE_POLL, poll_until};
+use super::request::Name;
+
+/// The outcome of one operation, and whether a waiter sleeps on it.
+struct Outcome<T> {
+    result: Option<Result<T>>,
+    /// Set by a waiter before it sleeps: only then does completing wake anyone (a wake-up
+    /// is a system call, and most operations complete while their caller polls).
+    sleeping: bool,
+}
 
 /// Where the background thread leaves the outcome of one operation.
 pub(crate) struct Slot<T> {
-    state: Mutex<Option<Result<T>>>,
+    state: Mutex<Outcome<T>>,
     done: Condvar,
     /// Set once the outcome is in, so a waiter can poll without taking the lock.
     completed: AtomicBool,
@@ -19,7 +29,10 @@ pub(crate) struct Slot<T> {
 impl<T> Default for Slot<T> {
     fn default() -> Self {
         Slot {
-            state: Mutex::new(None),
+            state: Mutex::new(Outcome {
+                result: None,
+                sleeping: false,
+            }),
             done: Condvar::new(),
             completed: AtomicBool::new(false),
         }
@@ -27,17 +40,19 @@ impl<T> Default for Slot<T> {
 }
 
 impl<T> Slot<T> {
-    fn lock(&self) -> MutexGuard<'_, Option<Result<T>>> {
+    fn lock(&self) -> MutexGuard<'_, Outcome<T>> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Completes the operation; only the first completion counts.
     pub(crate) fn complete(&self, outcome: Result<T>) {
         let mut state = self.lock();
-        if state.is_none() {
-            *state = Some(outcome);
+        if state.result.is_none() {
+            state.result = Some(outcome);
             self.completed.store(true, Ordering::Release);
-            self.done.notify_all();
+            if state.sleeping {
+                self.done.notify_all();
+            }
         }
     }
 }
@@ -57,7 +72,7 @@ impl<T> Completion<T> {
 impl<T> Drop for Completion<T> {
     fn drop(&mut self) {
         self.0.complete(Err(Error::Shutdown {
-            cause: "the operation was abandoned: hvd's background thread failed while it ran (the next call says why)".into(),
+            cause: "the operation was abandoned: hvd's engine failed while it ran (the next call says why)".into(),
         }));
     }
 }
@@ -73,26 +88,41 @@ pub(crate) fn slot<T>() -> (Arc<Slot<T>>, Completion<T>) {
 #[must_use = "a collective's result is only available through its handle"]
 pub struct Handle<T> {
     slot: Arc<Slot<T>>,
-    what: String,
+    /// The operation and the tensor's name, for `Debug` (formatted only there: a handle
+    /// is made per tensor per step).
+    op: &'static str,
+    name: Name,
+    /// The engine this operation runs on, which a waiting caller may step itself.
+    driver: Option<Arc<Driver>>,
 }
 
 impl<T> std::fmt::Debug for Handle<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Handle")
-            .field("operation", &self.what)
+            .field("operation", &format_args!("{} of '{}'", self.op, self.name))
             .field("done", &self.poll())
             .finish()
     }
 }
 
 impl<T> Handle<T> {
-    pub(crate) fn new(slot: Arc<Slot<T>>, what: String) -> Self {
-        Handle { slot, what }
+    pub(crate) fn new(
+        slot: Arc<Slot<T>>,
+        op: &'static str,
+        name: Name,
+        driver: Option<Arc<Driver>>,
+    ) -> Self {
+        Handle {
+            slot,
+            op,
+            name,
+            driver,
+        }
     }
 
     /// Whether the operation has completed (successfully or not).
     pub fn poll(&self) -> bool {
-        self.slot.lock().is_some()
+        self.slot.completed.load(Ordering::Acquire)
     }
 
     /// Waits for the operation and returns its result.
@@ -100,12 +130,16 @@ impl<T> Handle<T> {
     /// The runtime bounds every operation: a tensor that some rank never submits fails
     /// after the stall shutdown time, and a lost rank fails everything at once.
     pub fn wait(self) -> Result<T> {
+        if let Some(driver) = &self.driver {
+            driver.drive_until(|| self.slot.completed.load(Ordering::Acquire));
+        }
         poll_until(HANDLE_POLL, || self.slot.completed.load(Ordering::Acquire));
         let mut state = self.slot.lock();
         loop {
-            if let Some(outcome) = state.take() {
+            if let Some(outcome) = state.result.take() {
                 return outcome;
             }
+            state.sleeping = true;
             state = self
                 .slot
                 .done
@@ -120,7 +154,7 @@ impl<T> Handle<T> {
         let deadline = Instant::now().checked_add(timeout);
         let mut state = self.slot.lock();
         loop {
-            if let Some(outcome) = state.take() {
+            if let Some(outcome) = state.result.take() {
                 drop(state);
                 return Ok(outcome);
             }
@@ -131,6 +165,7 @@ impl<T> Handle<T> {
                 drop(state);
                 return Err(self);
             }
+            state.sleeping = true;
             state = self
                 .slot
                 .done

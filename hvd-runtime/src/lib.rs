@@ -1,7 +1,8 @@
 //! # hvd-runtime: the engine between a training loop and a transport
 //!
-//! Named asynchronous collectives, negotiated between ranks by one background thread
-//! per process set, so ranks may submit tensors in any order: the response cache, the
+//! Named asynchronous collectives, negotiated between ranks by one engine per process
+//! set (its cycles run by a caller waiting on a handle, or else by the set's background
+//! thread), so ranks may submit tensors in any order: the response cache, the
 //! stall inspector, join, process sets, the Timeline and autotuning, over the middleware
 //! stack built in `stack.rs` (`Timeline<Fusion<Router>>`).
 //!
@@ -20,6 +21,7 @@ mod cache;
 mod compress;
 mod config;
 mod control_errors;
+mod drive;
 mod engine;
 mod execute;
 #[cfg(fuzzing)]

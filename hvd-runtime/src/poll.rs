@@ -2,10 +2,11 @@
 //! without a sleep on the fast path.
 //!
 //! Waking a thread parked on a condition variable costs 20-50 µs on a busy or virtual
-//! machine, more than a small allreduce, and a lone cached tensor crosses two hand-offs
-//! (submission to the background thread, completion back). So each side first polls a
-//! flag for a short while, yielding the core between polls (the thread it waits for may
-//! share that core), and parks only when the wait turns out long.
+//! machine, more than a small allreduce, and a tensor the background thread runs crosses
+//! two hand-offs (submission to it, completion back; a caller that waits runs the cycle
+//! itself and crosses none). So each side first polls a flag for a short while, yielding
+//! the core between polls (the thread it waits for may share that core), and parks only
+//! when the wait turns out long.
 
 use std::time::{Duration, Instant};
 

@@ -116,9 +116,9 @@ impl ProcessSet {
                 format!("tensor names are limited to {MAX_NAME} bytes"),
             ));
         }
-        let what = format!("{op} of '{name}'");
+        let name = name.clone();
         engine.queue.submit(rank, submission)?;
-        Ok(Handle::new(slot, what))
+        Ok(Handle::new(slot, op, name, Some(engine.driver.clone())))
     }
 
     /// Checks a tensor where it enters the runtime (once: nothing below checks again

@@ -1,7 +1,7 @@
 //! The queue between the threads that submit collectives and the background thread that
 //! runs them.
 
-use std::collections::HashSet;
+use rustc_hash::FxHashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use hvd_core::{DType, Device, Error, Result};
 
 use super::poll::{QUEUE_POLL, poll_until};
-use super::request::Request;
+use super::request::{Name, Request};
 use super::work::Work;
 
 /// The most yields the background thread spends letting a burst of submissions finish.
@@ -42,7 +42,7 @@ impl Submission {
 struct State {
     submissions: Vec<Submission>,
     /// Names submitted and not yet completed: a second submission of one is refused.
-    in_flight: HashSet<String>,
+    in_flight: FxHashSet<Name>,
     shutdown_requested: bool,
     /// Set once the engine has stopped: the reason every later call fails with.
     stopped: Option<Error>,
@@ -75,7 +75,7 @@ impl Queue {
             return Err(Error::invalid(
                 rank,
                 submission.request.kind().name(),
-                name.clone(),
+                name.to_string(),
                 "a collective with this name is already in flight; names must be unique until their handles complete",
             ));
         }
@@ -89,41 +89,52 @@ impl Queue {
         Ok(())
     }
 
-    /// Takes everything submitted, waiting up to `cycle` for something to arrive: parked,
-    /// after polling for a moment when `busy` (the last cycle took or completed work, so
-    /// more is likely to follow at once; an idle job costs no polling). Returns whether a
-    /// shutdown was requested.
-    pub fn take(&self, cycle: Duration, busy: bool) -> (Vec<Submission>, bool) {
+    /// Waits up to `cycle` for something to take: parked, after polling for a moment when
+    /// `busy` (the last cycle took or completed work, so more is likely to follow at once;
+    /// an idle job costs no polling).
+    pub fn wait_for_work(&self, cycle: Duration, busy: bool) {
         let start = Instant::now();
-        if busy {
-            poll_until(QUEUE_POLL.min(cycle), || self.work.load(Ordering::Acquire));
+        if busy && poll_until(QUEUE_POLL.min(cycle), || self.work.load(Ordering::Acquire)) {
+            return;
         }
-        let mut state = self.lock();
+        let state = self.lock();
         if state.submissions.is_empty() && !state.shutdown_requested {
             // Yields on a loaded core can outlast the poll's budget: the whole wait,
             // polled and parked, stays within one cycle.
-            state = self
-                .wake
-                .wait_timeout(state, cycle.saturating_sub(start.elapsed()))
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            drop(
+                self.wake
+                    .wait_timeout(state, cycle.saturating_sub(start.elapsed()))
+                    .unwrap_or_else(|e| e.into_inner()),
+            );
         }
-        // A burst (a backward pass releasing its gradients) may still be arriving: give the
-        // submitting threads the core until the queue stops growing, so the burst travels
-        // in one cycle instead of many. A lone tensor waits for one yield.
-        let mut seen = state.submissions.len();
+    }
+
+    /// A burst (a backward pass releasing its gradients) may still be arriving: gives the
+    /// submitting threads the core until the queue stops growing, so the burst travels in
+    /// one cycle instead of many. A lone tensor waits for one yield.
+    pub fn settle(&self) {
+        let mut seen = self.lock().submissions.len();
         for _ in 0..SETTLE_YIELDS {
             if seen == 0 {
-                break;
+                return;
             }
-            drop(state);
             std::thread::yield_now();
-            state = self.lock();
-            if state.submissions.len() == seen {
-                break;
+            let now = self.lock().submissions.len();
+            if now == seen {
+                return;
             }
-            seen = state.submissions.len();
+            seen = now;
         }
+    }
+
+    /// Takes everything submitted, first waiting up to `cycle` as
+    /// [`wait_for_work`](Self::wait_for_work) does. Returns whether a shutdown was
+    /// requested.
+    pub fn take(&self, cycle: Duration, busy: bool) -> (Vec<Submission>, bool) {
+        if !cycle.is_zero() {
+            self.wait_for_work(cycle, busy);
+        }
+        let mut state = self.lock();
         self.work.store(state.shutdown_requested, Ordering::Release);
         (
             std::mem::take(&mut state.submissions),
@@ -131,9 +142,21 @@ impl Queue {
         )
     }
 
-    /// Marks `name` completed, so the name can be used again.
-    pub fn finished(&self, name: &str) {
-        self.lock().in_flight.remove(name);
+    /// Whether anything is waiting to be taken.
+    pub fn has_work(&self) -> bool {
+        self.work.load(Ordering::Acquire)
+    }
+
+    /// Marks `names` completed, so they can be used again; returns how many there were.
+    /// One lock for a cycle's worth of names.
+    pub fn finished<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> u64 {
+        let mut state = self.lock();
+        let mut count = 0;
+        for name in names {
+            state.in_flight.remove(name);
+            count += 1;
+        }
+        count
     }
 
     /// Asks the background thread to leave the job.

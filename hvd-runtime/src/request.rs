@@ -144,10 +144,14 @@ pub(crate) enum BatchKey {
     Adasum,
 }
 
+/// A tensor's name. Shared, not copied: one name travels from the submission through the
+/// queue, the pending table, the response cache and back to the handle every step.
+pub(crate) type Name = std::sync::Arc<str>;
+
 /// One rank's request for one named tensor: everything the ranks must agree on.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Request {
-    pub name: String,
+    pub name: Name,
     pub op: Op,
     pub dtype: DType,
     pub shape: Vec<usize>,
@@ -156,7 +160,7 @@ pub(crate) struct Request {
 
 impl Request {
     /// A request for a tensor in host memory.
-    pub fn new(name: impl Into<String>, op: Op, dtype: DType, shape: Vec<usize>) -> Self {
+    pub fn new(name: impl Into<Name>, op: Op, dtype: DType, shape: Vec<usize>) -> Self {
         Request {
             name: name.into(),
             op,
@@ -167,7 +171,7 @@ impl Request {
     }
 
     /// A request of an operation without a tensor (barrier, join, process sets).
-    pub fn control(name: impl Into<String>, op: Op) -> Self {
+    pub fn control(name: impl Into<Name>, op: Op) -> Self {
         Request::new(name, op, DType::U8, Vec::new())
     }
 

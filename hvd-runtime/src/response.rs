@@ -1,9 +1,11 @@
 //! Responses: what every rank agrees to do with a tensor once all ranks have asked, and
 //! the consistency checks that decide it.
 
+use std::sync::Arc;
+
 use hvd_core::{DType, Device, Error, Reduction};
 
-use super::request::{Op, OpKind, Request};
+use super::request::{Name, Op, OpKind, Request};
 
 /// The agreed way to run one collective, identical on every rank.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,9 +38,10 @@ impl Plan {
 /// What the ranks agreed for one named tensor: a plan, or an error every rank reports.
 #[derive(Debug, Clone)]
 pub(crate) struct Response {
-    pub name: String,
+    pub name: Name,
     pub kind: OpKind,
-    pub outcome: Result<Plan, Error>,
+    /// Shared, not copied, between the response cache and each cycle that reuses it.
+    pub outcome: Result<Arc<Plan>, Error>,
 }
 
 fn mismatch<T: std::fmt::Display + ?Sized>(
@@ -233,7 +236,7 @@ pub(crate) fn decide(
         }
     }
     let request = first.1;
-    respond(Ok(Plan {
+    respond(Ok(Arc::new(Plan {
         op: request.op.clone(),
         dtype: request.dtype,
         shape: request.shape.clone(),
@@ -255,5 +258,5 @@ pub(crate) fn decide(
             .collect(),
         joined,
         last_joined,
-    }))
+    })))
 }

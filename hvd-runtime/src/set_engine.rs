@@ -9,6 +9,7 @@ use std::thread::JoinHandle;
 use hvd_core::{Compression, Error, Result, Topology};
 
 use super::config::Config;
+use super::drive::Driver;
 use super::engine::{Engine, EngineParts};
 use super::queue::Queue;
 use super::stack::Stack;
@@ -33,6 +34,8 @@ pub(crate) struct SetEngine {
     /// Set when the process set was removed: later calls say so.
     pub removed: AtomicBool,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// Steps the engine: its background thread, or a caller waiting on a handle.
+    pub driver: Arc<Driver>,
 }
 
 impl SetEngine {
@@ -62,9 +65,11 @@ impl SetEngine {
             tuning,
             trace,
         });
+        let driver = Arc::new(Driver::new(engine, queue.clone()));
+        let background = driver.clone();
         let thread = std::thread::Builder::new()
             .name(format!("hvd-set{id}-rank{rank}"))
-            .spawn(move || engine.run())
+            .spawn(move || background.run_background())
             .map_err(|e| Error::io("starting the hvd background thread", &e))?;
         Ok(Arc::new(SetEngine {
             topology,
@@ -75,6 +80,7 @@ impl SetEngine {
             set_additions: AtomicU64::new(0),
             removed: AtomicBool::new(false),
             thread: Mutex::new(Some(thread)),
+            driver,
         }))
     }
 

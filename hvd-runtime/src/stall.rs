@@ -96,7 +96,7 @@ impl StallInspector {
         self.decided.remove(&verdict.name);
         let kind = table.remove(&verdict.name)?;
         Some(Response {
-            name: verdict.name.clone(),
+            name: verdict.name.as_str().into(),
             kind,
             outcome: Err(Error::Timeout {
                 rank: self.rank,

@@ -1,11 +1,12 @@
-//! Counters that show what the background thread does.
+//! Counters that show what a process set's engine does.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Live counters of one process set's background thread.
+/// Live counters of one process set's engine.
 #[derive(Debug, Default)]
 pub struct Stats {
     cycles: AtomicU64,
+    caller_cycles: AtomicU64,
     announce_rounds: AtomicU64,
     cache_hits: AtomicU64,
     completed: AtomicU64,
@@ -18,6 +19,9 @@ pub struct Stats {
 pub struct StatsSnapshot {
     /// Negotiation cycles run.
     pub cycles: u64,
+    /// Of those, cycles run by a caller waiting on its handle rather than by the
+    /// background thread (no hand-off between threads on the way in or out).
+    pub caller_cycles: u64,
     /// Cycles that needed the announcement round (some rank had a tensor the response
     /// cache did not cover); the others took the cache's fast path.
     pub announce_rounds: u64,
@@ -35,14 +39,17 @@ impl Stats {
     pub(crate) fn cycle(&self) {
         self.cycles.fetch_add(1, Ordering::Relaxed);
     }
+    pub(crate) fn caller_cycle(&self) {
+        self.caller_cycles.fetch_add(1, Ordering::Relaxed);
+    }
     pub(crate) fn announce_round(&self) {
         self.announce_rounds.fetch_add(1, Ordering::Relaxed);
     }
     pub(crate) fn cache_hit(&self) {
         self.cache_hits.fetch_add(1, Ordering::Relaxed);
     }
-    pub(crate) fn completed(&self) {
-        self.completed.fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn completed(&self, operations: u64) {
+        self.completed.fetch_add(operations, Ordering::Relaxed);
     }
 
     pub(crate) fn parameters(&self, fusion_threshold: usize, cycle_time: std::time::Duration) {
@@ -55,6 +62,7 @@ impl Stats {
     pub fn snapshot(&self) -> StatsSnapshot {
         StatsSnapshot {
             cycles: self.cycles.load(Ordering::Relaxed),
+            caller_cycles: self.caller_cycles.load(Ordering::Relaxed),
             announce_rounds: self.announce_rounds.load(Ordering::Relaxed),
             cache_hits: self.cache_hits.load(Ordering::Relaxed),
             completed: self.completed.load(Ordering::Relaxed),

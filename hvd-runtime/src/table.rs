@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use super::request::{OpKind, Request};
+use super::request::{Name, OpKind, Request};
 use super::response::{Response, decide};
 
 struct Entry {
@@ -27,7 +27,7 @@ pub(crate) struct Stall {
 
 pub(crate) struct MessageTable {
     size: usize,
-    entries: HashMap<String, Entry>,
+    entries: HashMap<Name, Entry>,
     next_order: u64,
     /// Ranks in the order they announced their join.
     join_order: Vec<usize>,
@@ -78,7 +78,7 @@ impl MessageTable {
     /// ask, except for the join itself), in the order they were first announced.
     pub fn take_ready(&mut self) -> Vec<Ready> {
         let joined = self.joined();
-        let mut names: Vec<(u64, String)> = self
+        let mut names: Vec<(u64, Name)> = self
             .entries
             .iter()
             .filter(|(_, e)| {
@@ -150,7 +150,7 @@ impl MessageTable {
                 (
                     e.order,
                     Stall {
-                        name: name.clone(),
+                        name: name.to_string(),
                         submitted,
                         missing,
                         waited: e.since.elapsed(),
@@ -194,7 +194,7 @@ mod tests {
         let ready: Vec<String> = t
             .take_ready()
             .into_iter()
-            .map(|r| r.response.name)
+            .map(|r| r.response.name.to_string())
             .collect();
         assert_eq!(ready, ["b", "c"]);
         t.add(1, req("a", allreduce(SUM), DType::F32, &[4]));

@@ -12,7 +12,7 @@ use std::time::Instant;
 use hvd_core::Result;
 
 use super::config::Config;
-use super::request::OpKind;
+use super::request::{Name, OpKind};
 use super::response::Response;
 use crate::autotune::{Params, Tuner, TunerConfig};
 
@@ -21,7 +21,7 @@ pub(crate) struct Tuning {
     log: Option<PathBuf>,
     steps_per_sample: usize,
     /// Names seen in the current step.
-    seen: HashSet<String>,
+    seen: HashSet<Name>,
     steps: usize,
     bytes: u64,
     started: Option<Instant>,

@@ -112,7 +112,7 @@ fn decode_request(r: &mut Reader<'_>) -> Result<Request> {
     };
     let op = decode_op(r)?;
     Ok(Request {
-        name,
+        name: name.into(),
         op,
         dtype,
         shape,
@@ -274,7 +274,7 @@ mod tests {
             proptest::option::of(0u32..8),
         )
             .prop_map(|(name, op, d, shape, cuda)| Request {
-                name,
+                name: name.into(),
                 op,
                 dtype: DType::ALL[d],
                 shape,

@@ -406,12 +406,12 @@ fn a_panic_in_the_background_thread_fails_the_running_call_and_every_later_one()
     for (rank, (boom, later)) in errors.iter().enumerate() {
         assert_eq!(
             *boom,
-            "hvd is shut down: the operation was abandoned: hvd's background thread failed while it ran (the next call says why)"
+            "hvd is shut down: the operation was abandoned: hvd's engine failed while it ran (the next call says why)"
         );
         assert_eq!(
             *later,
             format!(
-                "hvd is shut down: rank {rank}: hvd's background thread failed: injected failure in the transport"
+                "hvd is shut down: rank {rank}: hvd's engine failed: injected failure in the transport"
             )
         );
     }

@@ -209,6 +209,9 @@ fn repeated_tensors_take_the_cache_and_skip_the_announcement_round() {
         // The first step announces; the other 19 run from the cache.
         assert_eq!(stats.cache_hits, 19, "{stats:?}");
         assert!(stats.announce_rounds <= 2, "{stats:?}");
+        // A blocking call's caller runs its cycles itself (the background thread only
+        // when it comes first: at least one of the 20 is the caller's on any machine).
+        assert!(stats.caller_cycles >= 1, "{stats:?}");
     }
 }
 
@@ -222,6 +225,61 @@ fn a_changed_shape_invalidates_the_cache_entry() {
         (a.len(), b.len(), c.len(), d.len(), hvd.stats().cache_hits)
     });
     assert!(results.iter().all(|r| *r == (4, 4, 6, 6, 2)), "{results:?}");
+}
+
+/// Nobody waits on these handles: the background thread runs their cycles.
+#[test]
+fn asynchronous_collectives_complete_while_their_callers_do_not_wait() {
+    let results = job(2, config(), |hvd| {
+        let handles: Vec<_> = (0..3)
+            .map(|i| {
+                hvd.allreduce_async(&format!("grad.{i}"), vec![i as f32; 4], ReduceOp::Sum)
+                    .unwrap()
+            })
+            .collect();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !handles.iter().all(|h| h.poll()) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let done = handles.iter().all(|h| h.poll());
+        let out: Vec<Vec<f32>> = handles.into_iter().map(|h| h.wait().unwrap()).collect();
+        (done, out, hvd.stats().caller_cycles)
+    });
+    for (done, out, caller_cycles) in results {
+        assert!(done, "the handles did not complete within 20 s");
+        assert_eq!(out, [vec![0.0; 4], vec![2.0; 4], vec![4.0; 4]]);
+        assert_eq!(caller_cycles, 0);
+    }
+}
+
+/// The cached steady state (the waiting caller runs the cycles, no announcement round)
+/// still checks every step: a rank that changes a cached tensor is caught on every rank,
+/// and the job goes on.
+#[test]
+fn a_disagreement_after_many_cached_steps_fails_on_every_rank() {
+    let results = job(2, config(), |hvd| {
+        for _ in 0..50 {
+            let out = hvd
+                .allreduce("grad", vec![1.0f32; 4], ReduceOp::Sum)
+                .unwrap();
+            assert_eq!(out, vec![2.0; 4]);
+        }
+        let hits = hvd.stats().cache_hits;
+        let mine = if hvd.rank() == 0 { 4 } else { 5 };
+        let error = err(hvd.allreduce("grad", vec![1.0f32; mine], ReduceOp::Sum));
+        let after = hvd
+            .allreduce("grad", vec![1.0f32; 4], ReduceOp::Sum)
+            .unwrap();
+        (hits, error, after)
+    });
+    for (hits, error, after) in results {
+        assert_eq!(hits, 49);
+        assert_eq!(
+            error,
+            "Mismatched shapes for tensor 'grad': rank 0 has [4], rank 1 has [5]"
+        );
+        assert_eq!(after, vec![2.0; 4]);
+    }
 }
 
 #[test]
