@@ -1,16 +1,18 @@
 //! Who runs a process set's cycles: a caller waiting on a handle, or the set's background
 //! thread.
 //!
-//! A lone small collective used to cross two hand-offs between threads (submission to
-//! the background thread, completion back); on a loaded or virtual machine each costs
-//! more than the collective itself. So a caller that waits on a handle runs the cycles
-//! itself until its operation completes, and the background thread runs them the rest of
-//! the time: asynchronous work nobody waits on yet, and the idle cycles the other ranks'
-//! negotiation needs. The engine is behind a lock, so one thread at a time steps it.
+//! A blocking collective used to cross two hand-offs between threads (submission to the
+//! background thread, completion back); on a loaded or virtual machine each costs more
+//! than a small collective itself. So a caller that waits on the very submission it just
+//! made, before the background thread has taken it, runs the cycles itself until the
+//! operation completes. Everything else is the background thread's: asynchronous work,
+//! which it overlaps with what the caller does meanwhile (a backward pass; measured,
+//! callers that drove such work themselves trained an MLP 9% slower), and the idle
+//! cycles the other ranks' negotiation needs. The engine is behind a lock, so one thread
+//! at a time steps it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock, TryLockError};
-use std::thread::Thread;
+use std::sync::{Mutex, MutexGuard, TryLockError};
 
 use super::engine::{By, Engine};
 
@@ -30,8 +32,6 @@ pub(crate) struct Driver {
     queue: std::sync::Arc<super::queue::Queue>,
     /// Set while a caller drives: the background thread stays out of its way.
     caller_driving: AtomicBool,
-    /// The background thread, woken when a caller leaves work behind.
-    background: OnceLock<Thread>,
 }
 
 impl Driver {
@@ -45,7 +45,6 @@ impl Driver {
             })),
             queue,
             caller_driving: AtomicBool::new(false),
-            background: OnceLock::new(),
         }
     }
 
@@ -91,14 +90,14 @@ impl Driver {
     /// The background thread's loop: runs cycles whenever no caller does, until the
     /// engine stops.
     pub fn run_background(&self) {
-        let _ = self.background.set(std::thread::current());
         let mut cycle_time = match self.lock().as_ref() {
             Some(stepper) => stepper.engine.cycle_time(),
             None => return,
         };
         loop {
             if self.caller_driving.load(Ordering::Acquire) {
-                std::thread::park_timeout(cycle_time);
+                // Until the caller leaves (it wakes this thread) or submits more.
+                self.queue.wait_for_change(cycle_time);
                 continue;
             }
             // The cycle time changes as the autotuner goes. Polling for more work pays
@@ -128,10 +127,14 @@ impl Driver {
         }
     }
 
-    /// Runs cycles on the calling thread until `done` holds, unless another thread is
-    /// running them; then the caller waits as before.
-    pub fn drive_until(&self, done: impl Fn() -> bool) {
-        if done() || self.caller_driving.swap(true, Ordering::AcqRel) {
+    /// Runs cycles on the calling thread until `done` holds, when `submission` is this
+    /// set's newest and still queued, and no other thread runs them; otherwise leaves the
+    /// caller to wait as before.
+    pub fn drive_until(&self, submission: u64, done: impl Fn() -> bool) {
+        if self.queue.newest_queued() != submission
+            || done()
+            || self.caller_driving.swap(true, Ordering::AcqRel)
+        {
             return;
         }
         let Some(mut state) = self.try_lock() else {
@@ -139,14 +142,9 @@ impl Driver {
             return;
         };
         while !done() && Self::step(&mut state, By::Caller) {}
-        let left_work = state
-            .as_ref()
-            .is_some_and(|stepper| stepper.engine.has_pending())
-            || self.queue.has_work();
         self.caller_driving.store(false, Ordering::Release);
         drop(state);
-        if left_work && let Some(thread) = self.background.get() {
-            thread.unpark();
-        }
+        // The background thread takes over whatever comes next.
+        self.queue.nudge();
     }
 }

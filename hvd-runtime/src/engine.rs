@@ -189,11 +189,6 @@ impl Engine {
         None
     }
 
-    /// Whether tensors submitted here wait for a later cycle.
-    pub fn has_pending(&self) -> bool {
-        !self.pending.is_empty()
-    }
-
     /// The longest an idle engine waits before it runs a cycle the other ranks may need.
     pub fn cycle_time(&self) -> Duration {
         self.config.cycle_time
@@ -204,8 +199,10 @@ impl Engine {
             self.stats.caller_cycle();
         }
         let (submissions, shutdown) = match by {
-            // A caller waits for the next submission, paced like the background thread.
-            By::Caller => self.queue.take(self.config.cycle_time, busy),
+            // A caller is not about to submit more; blocked in the next negotiation, it is
+            // there the moment the other ranks come. An idle one keeps the cycle time.
+            By::Caller if busy => self.queue.take(Duration::ZERO, false),
+            By::Caller => self.queue.take(self.config.cycle_time, false),
             // The background thread has waited already, and let a burst settle.
             By::Background => self.queue.take(Duration::ZERO, false),
         };

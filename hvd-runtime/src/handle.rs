@@ -92,8 +92,9 @@ pub struct Handle<T> {
     /// is made per tensor per step).
     op: &'static str,
     name: Name,
-    /// The engine this operation runs on, which a waiting caller may step itself.
-    driver: Option<Arc<Driver>>,
+    /// The engine this operation runs on, which a waiting caller may step itself, and
+    /// the submission's number there.
+    driver: Option<(Arc<Driver>, u64)>,
 }
 
 impl<T> std::fmt::Debug for Handle<T> {
@@ -110,7 +111,7 @@ impl<T> Handle<T> {
         slot: Arc<Slot<T>>,
         op: &'static str,
         name: Name,
-        driver: Option<Arc<Driver>>,
+        driver: Option<(Arc<Driver>, u64)>,
     ) -> Self {
         Handle {
             slot,
@@ -130,8 +131,8 @@ impl<T> Handle<T> {
     /// The runtime bounds every operation: a tensor that some rank never submits fails
     /// after the stall shutdown time, and a lost rank fails everything at once.
     pub fn wait(self) -> Result<T> {
-        if let Some(driver) = &self.driver {
-            driver.drive_until(|| self.slot.completed.load(Ordering::Acquire));
+        if let Some((driver, submission)) = &self.driver {
+            driver.drive_until(*submission, || self.slot.completed.load(Ordering::Acquire));
         }
         poll_until(HANDLE_POLL, || self.slot.completed.load(Ordering::Acquire));
         let mut state = self.slot.lock();

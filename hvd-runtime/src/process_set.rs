@@ -117,8 +117,13 @@ impl ProcessSet {
             ));
         }
         let name = name.clone();
-        engine.queue.submit(rank, submission)?;
-        Ok(Handle::new(slot, op, name, Some(engine.driver.clone())))
+        let number = engine.queue.submit(rank, submission)?;
+        Ok(Handle::new(
+            slot,
+            op,
+            name,
+            Some((engine.driver.clone(), number)),
+        ))
     }
 
     /// Checks a tensor where it enters the runtime (once: nothing below checks again

@@ -2,7 +2,7 @@
 //! runs them.
 
 use rustc_hash::FxHashSet;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -56,6 +56,11 @@ pub(crate) struct Queue {
     /// Set with every submission and shutdown request, so the background thread can poll
     /// for work without taking the lock.
     work: AtomicBool,
+    /// The number of the newest submission while it is queued, else 0 (numbers start at
+    /// 1): a caller waiting on exactly that one may run the cycle itself.
+    newest_queued: AtomicU64,
+    /// Submissions so far.
+    submitted: AtomicU64,
 }
 
 impl Queue {
@@ -63,9 +68,9 @@ impl Queue {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Adds a submission; refused at once when its name is already in flight or the
-    /// engine has stopped.
-    pub fn submit(&self, rank: usize, submission: Submission) -> Result<()> {
+    /// Adds a submission and returns its number; refused at once when its name is
+    /// already in flight or the engine has stopped.
+    pub fn submit(&self, rank: usize, submission: Submission) -> Result<u64> {
         let mut state = self.lock();
         if let Some(err) = &state.stopped {
             return Err(err.clone());
@@ -80,13 +85,20 @@ impl Queue {
             ));
         }
         state.submissions.push(submission);
+        let number = self.submitted.fetch_add(1, Ordering::Relaxed) + 1;
+        self.newest_queued.store(number, Ordering::Release);
         self.work.store(true, Ordering::Release);
         // The background thread only sleeps on an empty queue: wake it on the first
         // submission, not on every one of a burst.
         if state.submissions.len() == 1 {
             self.wake.notify_all();
         }
-        Ok(())
+        Ok(number)
+    }
+
+    /// The number of the newest submission while it is still queued, else 0.
+    pub fn newest_queued(&self) -> u64 {
+        self.newest_queued.load(Ordering::Acquire)
     }
 
     /// Waits up to `cycle` for something to take: parked, after polling for a moment when
@@ -136,15 +148,28 @@ impl Queue {
         }
         let mut state = self.lock();
         self.work.store(state.shutdown_requested, Ordering::Release);
+        self.newest_queued.store(0, Ordering::Release);
         (
             std::mem::take(&mut state.submissions),
             state.shutdown_requested,
         )
     }
 
-    /// Whether anything is waiting to be taken.
-    pub fn has_work(&self) -> bool {
-        self.work.load(Ordering::Acquire)
+    /// Waits up to `timeout` for a submission or a [`nudge`](Self::nudge), whatever is
+    /// queued already.
+    pub fn wait_for_change(&self, timeout: Duration) {
+        let state = self.lock();
+        drop(
+            self.wake
+                .wait_timeout(state, timeout)
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+    }
+
+    /// Wakes the thread waiting for work or for a change, to look again.
+    pub fn nudge(&self) {
+        let _state = self.lock();
+        self.wake.notify_all();
     }
 
     /// Marks `names` completed, so they can be used again; returns how many there were.
