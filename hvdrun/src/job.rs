@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 use hvd_core::{Error, MemoryStore, Result, Store};
 
+use crate::fabric;
+
 use super::hosts::{Host, Placement, place};
 use super::interrupt;
 use super::outcome::{JobOutcome, MissingRank, ended};
@@ -318,6 +320,14 @@ impl Job {
         let remote = !host.is_this_machine();
         let mut env = self.env.clone();
         env.extend(place);
+        let job_var = |name: &str| {
+            env.iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+                .or_else(|| std::env::var(name).ok())
+        };
+        let fabric = fabric::defaults(job_var);
+        env.extend(fabric);
         env.push((STORE_ADDR_VAR.into(), launch.store_addr.clone()));
         if let Some(interface) = &self.interface {
             env.push(("HVD_IFACE".into(), interface.clone()));

@@ -10,6 +10,7 @@
 //! error. The `hvdrun` program is its command line.
 
 pub mod elastic;
+mod fabric;
 mod hosts;
 mod interrupt;
 mod job;

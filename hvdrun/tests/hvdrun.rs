@@ -125,6 +125,37 @@ fn every_line_is_tagged_with_its_rank_and_stream() {
     );
 }
 
+/// libfabric reads rxm's eager limit only from the environment: a job over the tcp
+/// provider gets hvd's (256 KiB, not rxm's 16 KiB), and a user's own setting stays.
+#[test]
+fn ranks_over_libfabrics_tcp_provider_get_the_higher_eager_limit() {
+    let run = |vars: &[(&str, &str)]| {
+        let out = Command::new(HVDRUN)
+            .args(["-np", "1", "sh", "-c", "echo limit=$FI_OFI_RXM_EAGER_LIMIT"])
+            .env_remove("RUST_LOG")
+            .env_remove("FI_OFI_RXM_EAGER_LIMIT")
+            .env_remove("FI_PROVIDER")
+            .env_remove("HVD_RDMA_PROVIDER")
+            .envs(vars.iter().copied())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    assert_eq!(
+        run(&[("HVD_RDMA_PROVIDER", "tcp;ofi_rxm")]),
+        "[0]<stdout>: limit=262144\n"
+    );
+    assert_eq!(run(&[]), "[0]<stdout>: limit=\n");
+    assert_eq!(
+        run(&[
+            ("HVD_RDMA_PROVIDER", "tcp;ofi_rxm"),
+            ("FI_OFI_RXM_EAGER_LIMIT", "65536")
+        ]),
+        "[0]<stdout>: limit=65536\n"
+    );
+}
+
 #[test]
 fn each_rank_gets_its_place_under_hvds_names_and_horovods() {
     let out = hvdrun(&[
