@@ -91,16 +91,31 @@ fn torchrun_rank(rank: usize, port: &str, secret: &str) -> Child {
     ])
 }
 
+/// Runs `job` (rank 0's output, rank 1's) on a port that was free a moment ago, again
+/// on another when something else took it meanwhile (an outgoing connection of a
+/// concurrent test may get the same number): rank 0 must bind the port it is given.
+fn on_a_free_master_port(job: impl Fn(&str) -> (Output, Output)) -> (String, Output, Output) {
+    for _ in 0..5 {
+        let port = free_port();
+        let (zero, one) = job(&port);
+        if !text(&zero.stderr).contains("(MASTER_PORT; is it free?)") {
+            return (port, zero, one);
+        }
+    }
+    panic!("no free port for rank 0 in 5 tries");
+}
+
 #[test]
 fn torchrun_style_variables_rendezvous_through_rank_0() {
-    let port = free_port();
-    // Rank 1 first: it waits for rank 0's server to appear.
-    let one = torchrun_rank(1, &port, "s3cret");
-    let zero = torchrun_rank(0, &port, "s3cret");
-    let (zero, one) = (
-        zero.wait_with_output().unwrap(),
-        one.wait_with_output().unwrap(),
-    );
+    let (_, zero, one) = on_a_free_master_port(|port| {
+        // Rank 1 first: it waits for rank 0's server to appear.
+        let one = torchrun_rank(1, port, "s3cret");
+        let zero = torchrun_rank(0, port, "s3cret");
+        (
+            zero.wait_with_output().unwrap(),
+            one.wait_with_output().unwrap(),
+        )
+    });
     assert!(zero.status.success(), "{}", text(&zero.stderr));
     assert!(one.status.success(), "{}", text(&one.stderr));
     assert_eq!(rank_line(&zero), "RANK 0 of 2 sum 3");
@@ -109,11 +124,12 @@ fn torchrun_style_variables_rendezvous_through_rank_0() {
 
 #[test]
 fn a_rank_without_the_job_secret_is_refused_by_the_rendezvous_server() {
-    let port = free_port();
-    let zero = torchrun_rank(0, &port, "the job's secret");
-    let intruder = torchrun_rank(1, &port, "a guess");
-    let intruder = intruder.wait_with_output().unwrap();
-    let zero = zero.wait_with_output().unwrap();
+    let (port, zero, intruder) = on_a_free_master_port(|port| {
+        let zero = torchrun_rank(0, port, "the job's secret");
+        let intruder = torchrun_rank(1, port, "a guess");
+        let intruder = intruder.wait_with_output().unwrap();
+        (zero.wait_with_output().unwrap(), intruder)
+    });
     assert_eq!(intruder.status.code(), Some(3));
     let intruder_err = text(&intruder.stderr);
     assert!(
