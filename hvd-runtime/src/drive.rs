@@ -32,6 +32,10 @@ pub(crate) struct Driver {
     queue: std::sync::Arc<super::queue::Queue>,
     /// Set while a caller drives: the background thread stays out of its way.
     caller_driving: AtomicBool,
+    /// Set while the background thread waits for a driving caller to leave: only then
+    /// does the caller wake it (a wake-up is a system call, and wakes a thread that
+    /// competes for the core).
+    background_waiting: AtomicBool,
 }
 
 impl Driver {
@@ -45,6 +49,7 @@ impl Driver {
             })),
             queue,
             caller_driving: AtomicBool::new(false),
+            background_waiting: AtomicBool::new(false),
         }
     }
 
@@ -95,9 +100,15 @@ impl Driver {
             None => return,
         };
         loop {
-            if self.caller_driving.load(Ordering::Acquire) {
-                // Until the caller leaves (it wakes this thread) or submits more.
-                self.queue.wait_for_change(cycle_time);
+            if self.caller_driving.load(Ordering::SeqCst) {
+                // Until the caller leaves (it wakes this thread) or submits more. The flag
+                // is set before the second look, so a caller leaving in between either
+                // sees it and wakes this thread, or is seen gone.
+                self.background_waiting.store(true, Ordering::SeqCst);
+                if self.caller_driving.load(Ordering::SeqCst) {
+                    self.queue.wait_for_change(cycle_time);
+                }
+                self.background_waiting.store(false, Ordering::SeqCst);
                 continue;
             }
             // The cycle time changes as the autotuner goes. Polling for more work pays
@@ -138,13 +149,19 @@ impl Driver {
             return;
         }
         let Some(mut state) = self.try_lock() else {
-            self.caller_driving.store(false, Ordering::Release);
+            self.stop_driving();
             return;
         };
         while !done() && Self::step(&mut state, By::Caller) {}
-        self.caller_driving.store(false, Ordering::Release);
         drop(state);
-        // The background thread takes over whatever comes next.
-        self.queue.nudge();
+        self.stop_driving();
+    }
+
+    /// Hands the engine back to the background thread, waking it if it waits for that.
+    fn stop_driving(&self) {
+        self.caller_driving.store(false, Ordering::SeqCst);
+        if self.background_waiting.load(Ordering::SeqCst) {
+            self.queue.nudge();
+        }
     }
 }

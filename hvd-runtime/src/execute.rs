@@ -166,16 +166,23 @@ impl Engine {
     /// consecutive broadcasts from one root, on one device, go to the stack as one batch
     /// (how a batch travels is Fusion's to decide). Fails the rest after an error.
     pub(super) fn execute(&mut self, responses: Vec<Response>) -> Result<()> {
-        // This rank's submissions among them are done: their names may be used again.
-        let mine = responses
+        let claimed: Vec<(Response, Option<Work>)> = responses
+            .into_iter()
+            .map(|r| {
+                let work = self.pending.remove(&r.name).map(|p| p.work);
+                (r, work)
+            })
+            .collect();
+        // This rank's submissions among them are done: their names may be used again,
+        // before any caller hears back.
+        let mine = claimed
             .iter()
-            .map(|r| &*r.name)
-            .filter(|name| self.pending.contains_key(*name));
+            .filter(|(_, work)| work.is_some())
+            .map(|(r, _)| &*r.name);
         let completed = self.queue.finished(mine);
         self.stats.completed(completed);
-        let mut items = Vec::with_capacity(responses.len());
-        for response in responses {
-            let work = self.pending.remove(&response.name).map(|p| p.work);
+        let mut items = Vec::with_capacity(claimed.len());
+        for (response, work) in claimed {
             match response.outcome {
                 Err(err) => {
                     if let Some(work) = work {
