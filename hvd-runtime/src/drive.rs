@@ -123,7 +123,8 @@ impl Driver {
                 None => return,
             };
             self.queue.wait_for_work(cycle_time, busy);
-            // The submitter of a burst waits on it next, and then drives.
+            // Let a burst finish arriving; a caller that just submitted may wait on that
+            // submission now, and drive.
             self.queue.settle();
             if self.caller_driving.load(Ordering::Acquire) {
                 continue;
