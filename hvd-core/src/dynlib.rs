@@ -94,6 +94,24 @@ pub fn open_library<'c>(
     })
 }
 
+/// The [`Error::LibraryMissing`] of a library `name` that loaded but lacks `symbol`: it
+/// is not `what`, or it is `too_old` (e.g. "too old", "older than 2.18").
+pub fn missing_symbol(
+    what: &str,
+    name: &str,
+    symbol: &CStr,
+    too_old: &str,
+    install_hint: &str,
+) -> Error {
+    Error::LibraryMissing {
+        library: format!("{what} ({name})"),
+        hint: format!(
+            "the library lacks {}: it is not {what}, or {too_old}; {install_hint}",
+            symbol.to_string_lossy()
+        ),
+    }
+}
+
 /// A library's bindings, loaded once per list of candidates and kept for the life of the
 /// process; a failure is remembered and returned to every later caller alike.
 #[derive(Debug)]
@@ -156,6 +174,22 @@ mod tests {
         let failures = Dynlib::open_first(&names).unwrap_err();
         assert_eq!(failures.len(), 2);
         assert!(failures[0].contains("libhvd-none-1.so"), "{failures:?}");
+    }
+
+    #[test]
+    fn a_library_without_a_symbol_is_named_with_the_symbol_and_what_may_be_wrong() {
+        let err = missing_symbol(
+            "NCCL",
+            "libnccl.so.2",
+            c"ncclCommInitRank",
+            "older than 2.18",
+            "pip install nvidia-nccl-cu12",
+        );
+        assert_eq!(
+            err.to_string(),
+            "NCCL (libnccl.so.2) is not available: the library lacks ncclCommInitRank: it is \
+             not NCCL, or older than 2.18; pip install nvidia-nccl-cu12"
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 
-use hvd_core::dynlib::{Loaded, open_library};
+use hvd_core::dynlib::{Loaded, missing_symbol, open_library};
 use hvd_core::{Error, Result};
 
 /// Overrides the driver library to load (a path or a name).
@@ -107,13 +107,8 @@ pub(crate) fn load(candidates: &[String]) -> Result<&'static Driver> {
 
 fn open(candidates: &[String]) -> Result<Driver> {
     let (library, name) = open_library(candidates, "the CUDA driver", INSTALL_HINT)?;
-    let missing = |symbol: &CStr| Error::LibraryMissing {
-        library: format!("the CUDA driver ({name})"),
-        hint: format!(
-            "the library lacks {}: it is not the CUDA driver, or too old; {INSTALL_HINT}",
-            symbol.to_string_lossy()
-        ),
-    };
+    let missing =
+        |symbol: &CStr| missing_symbol("the CUDA driver", name, symbol, "too old", INSTALL_HINT);
     macro_rules! bind {
         ($symbol:literal) => {
             // SAFETY: the symbol is the driver's exported function of that name, whose C

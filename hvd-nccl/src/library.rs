@@ -3,7 +3,7 @@
 
 use std::ffi::{CStr, c_char, c_int, c_void};
 
-use hvd_core::dynlib::{Loaded, open_library};
+use hvd_core::dynlib::{Loaded, missing_symbol, open_library};
 use hvd_core::{Error, Result};
 
 /// Overrides the library to load (a path or a name).
@@ -172,13 +172,8 @@ pub(crate) fn load(candidates: &[String]) -> Result<&'static Nccl> {
 
 fn open(candidates: &[String]) -> Result<Nccl> {
     let (library, name) = open_library(candidates, "NCCL", INSTALL_HINT)?;
-    let missing = |symbol: &CStr| Error::LibraryMissing {
-        library: format!("NCCL ({name})"),
-        hint: format!(
-            "the library lacks {}: it is not NCCL, or older than {MINIMUM}; {INSTALL_HINT}",
-            symbol.to_string_lossy()
-        ),
-    };
+    let too_old = format!("older than {MINIMUM}");
+    let missing = |symbol: &CStr| missing_symbol("NCCL", name, symbol, &too_old, INSTALL_HINT);
     macro_rules! bind {
         ($symbol:literal) => {
             // SAFETY: the symbol is NCCL's exported function of that name, whose C

@@ -67,17 +67,11 @@ fn load() -> Result<Library> {
 }
 
 fn symbol(name: &str, library: Dynlib, symbol: &CStr) -> Result<*mut c_void> {
-    match library.symbol(symbol) {
-        Some(address) => Ok(address.as_ptr()),
-        None => Err(Error::LibraryMissing {
-            library: format!("libfabric ({name})"),
-            hint: format!(
-                "the library lacks {}: it is not libfabric, or too old (hvd-rdma needs 1.17 \
-                 or later); {INSTALL_HINT}",
-                symbol.to_string_lossy()
-            ),
-        }),
-    }
+    let address = library.symbol(symbol).ok_or_else(|| {
+        let too_old = "too old (hvd-rdma needs 1.17 or later)";
+        dynlib::missing_symbol("libfabric", name, symbol, too_old, INSTALL_HINT)
+    })?;
+    Ok(address.as_ptr())
 }
 
 fn resolve(name: &str, library: Dynlib) -> Result<Library> {
