@@ -12,9 +12,10 @@
 //! at a time steps it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard, TryLockError};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 use super::engine::{By, Engine};
+use super::queue::Queue;
 
 /// The engine, whether it has run what comes before the first cycle, whether its last
 /// cycle had work (the next wait polls before it parks), and who ran that cycle.
@@ -29,7 +30,7 @@ struct Stepper {
 pub(crate) struct Driver {
     /// `None` once the engine has stopped (everything it held has failed).
     state: Mutex<Option<Stepper>>,
-    queue: std::sync::Arc<super::queue::Queue>,
+    queue: Arc<Queue>,
     /// Set while a caller drives: the background thread stays out of its way.
     caller_driving: AtomicBool,
     /// Set while the background thread waits for a driving caller to leave: only then
@@ -39,7 +40,7 @@ pub(crate) struct Driver {
 }
 
 impl Driver {
-    pub fn new(engine: Engine, queue: std::sync::Arc<super::queue::Queue>) -> Driver {
+    pub fn new(engine: Engine, queue: Arc<Queue>) -> Driver {
         Driver {
             state: Mutex::new(Some(Stepper {
                 engine,

@@ -18,9 +18,10 @@
 //! (see `poll.rs`). Under load, tensors submitted while a cycle runs are batched into the
 //! next one.
 
-use rustc_hash::FxHashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use rustc_hash::FxHashMap;
 
 use hvd_core::{Collective, DType, Error, ReduceOp, Reduction, Result, TensorMut, allgather_bytes};
 
@@ -198,14 +199,14 @@ impl Engine {
         if by == By::Caller {
             self.stats.caller_cycle();
         }
-        let (submissions, shutdown) = match by {
+        let wait = match by {
             // A caller is not about to submit more; blocked in the next negotiation, it is
             // there the moment the other ranks come. An idle one keeps the cycle time.
-            By::Caller if busy => self.queue.take(Duration::ZERO, false),
-            By::Caller => self.queue.take(self.config.cycle_time, false),
+            By::Caller if !busy => self.config.cycle_time,
             // The background thread has waited already, and let a burst settle.
-            By::Background => self.queue.take(Duration::ZERO, false),
+            By::Caller | By::Background => Duration::ZERO,
         };
+        let (submissions, shutdown) = self.queue.take(wait);
         let took = !submissions.is_empty();
         // One clock reading for the batch: the stall inspector's patience is in seconds.
         let now = Instant::now();
@@ -214,9 +215,9 @@ impl Engine {
         self.leaving |= shutdown;
         let next = self.cycle().unwrap_or_else(|e| {
             // Tensors submitted while the failed round was blocked were waiting too.
-            let (late, _) = self.queue.take(Duration::ZERO, false);
-            late.into_iter()
-                .for_each(|s| self.accept(s, Instant::now()));
+            let (late, _) = self.queue.take(Duration::ZERO);
+            let now = Instant::now();
+            late.into_iter().for_each(|s| self.accept(s, now));
             Next::Stop(while_negotiating(e, &self.waiting()))
         });
         // The caller of what just completed is likely to submit again at once.

@@ -18,7 +18,7 @@ struct Outcome<T> {
     sleeping: bool,
 }
 
-/// Where the background thread leaves the outcome of one operation.
+/// Where the engine leaves the outcome of one operation.
 pub(crate) struct Slot<T> {
     state: Mutex<Outcome<T>>,
     done: Condvar,

@@ -1,12 +1,12 @@
 //! The queue between the threads that submit collectives and the background thread that
 //! runs them.
 
-use rustc_hash::FxHashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use hvd_core::{DType, Device, Error, Result};
+use rustc_hash::FxHashSet;
 
 use super::poll::{QUEUE_POLL, poll_until};
 use super::request::{Name, Request};
@@ -44,6 +44,8 @@ struct State {
     /// Names submitted and not yet completed: a second submission of one is refused.
     in_flight: FxHashSet<Name>,
     shutdown_requested: bool,
+    /// Submissions so far: the newest one's number.
+    submitted: u64,
     /// Set once the engine has stopped: the reason every later call fails with.
     stopped: Option<Error>,
 }
@@ -59,8 +61,6 @@ pub(crate) struct Queue {
     /// The number of the newest submission while it is queued, else 0 (numbers start at
     /// 1): a caller waiting on exactly that one may run the cycle itself.
     newest_queued: AtomicU64,
-    /// Submissions so far.
-    submitted: AtomicU64,
 }
 
 impl Queue {
@@ -85,7 +85,8 @@ impl Queue {
             ));
         }
         state.submissions.push(submission);
-        let number = self.submitted.fetch_add(1, Ordering::Relaxed) + 1;
+        state.submitted += 1;
+        let number = state.submitted;
         self.newest_queued.store(number, Ordering::Release);
         self.work.store(true, Ordering::Release);
         // The background thread only sleeps on an empty queue: wake it on the first
@@ -139,12 +140,11 @@ impl Queue {
         }
     }
 
-    /// Takes everything submitted, first waiting up to `cycle` as
-    /// [`wait_for_work`](Self::wait_for_work) does. Returns whether a shutdown was
-    /// requested.
-    pub fn take(&self, cycle: Duration, busy: bool) -> (Vec<Submission>, bool) {
-        if !cycle.is_zero() {
-            self.wait_for_work(cycle, busy);
+    /// Takes everything submitted, first waiting up to `wait` for something (parked, no
+    /// polling). Returns whether a shutdown was requested.
+    pub fn take(&self, wait: Duration) -> (Vec<Submission>, bool) {
+        if !wait.is_zero() {
+            self.wait_for_work(wait, false);
         }
         let mut state = self.lock();
         self.work.store(state.shutdown_requested, Ordering::Release);

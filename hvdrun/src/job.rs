@@ -12,8 +12,7 @@ use std::time::{Duration, Instant};
 
 use hvd_core::{Error, MemoryStore, Result, Store};
 
-use crate::fabric;
-
+use super::fabric;
 use super::hosts::{Host, Placement, place};
 use super::interrupt;
 use super::outcome::{JobOutcome, MissingRank, ended};
