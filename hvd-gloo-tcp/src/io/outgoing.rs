@@ -48,7 +48,8 @@ impl Outgoing {
         self.written > 0 && self.written < self.total()
     }
 
-    /// Writes until the frame is done, the socket is full, or a [`BURST`] has gone.
+    /// Writes until the frame is done, the socket is full, or at least a [`BURST`] has
+    /// gone.
     pub(crate) fn advance(
         &mut self,
         stream: &TcpStream,
@@ -64,9 +65,11 @@ impl Outgoing {
                 slices[0] = IoSlice::new(&self.header[self.written..]);
                 count = 1;
             }
+            // The whole rest of the frame in one call: the kernel takes what fits, and
+            // fewer, larger calls measured faster on loopback than BURST-sized ones
+            // (broadcast and allgather at 16 MiB, 2 ranks: 1.2x to 1.5x).
             let from = self.range.start + self.written.saturating_sub(HEADER_LEN);
-            let to = self.range.end.min(from + BURST);
-            count += layout.gather(from..to, &mut slices[count..]);
+            count += layout.gather(from..self.range.end, &mut slices[count..]);
             // MSG_NOSIGNAL: a dead peer must be an error, not a SIGPIPE that kills us.
             match socket.send_vectored_with_flags(&slices[..count], libc::MSG_NOSIGNAL) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
