@@ -3,7 +3,8 @@
 //! For each job size it runs, alternately and `--repeats` times, hvd's allreduce over its
 //! TCP transport, Open MPI's `MPI_Allreduce` over TCP on loopback and over shared memory
 //! (the peer benchmark in the peers directory), and torch.distributed's Gloo when PyTorch
-//! is installed; then allgather, broadcast and alltoall against Open MPI over TCP. It
+//! is installed; then allgather, broadcast and alltoall against Open MPI over TCP at the
+//! same sizes ([`crate::bench_collectives`]). It
 //! prints each median and hvd's speed-up (the peer's time over hvd's). Missing peers are
 //! skipped with the command that installs them. With libfabric installed, a second
 //! table puts hvd's RDMA transport beside them ([`crate::bench_fabric`]).
@@ -241,43 +242,14 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 json.as_mut(),
             )?;
         }
-        let big = 64usize << 20;
-        println!(
-            "\n### allgather, broadcast, alltoall at 64 MiB, {np} ranks (median of {} runs)\n",
-            o.repeats
-        );
-        println!("| op | hvd TCP | Open MPI TCP | speed-up |");
-        println!("|---|---|---|---|");
-        for op in ["allgather", "broadcast", "alltoall"] {
-            let mut h = Vec::new();
-            let mut p = Vec::new();
-            for _ in 0..o.repeats {
-                let out = run_capture(Command::new(&bench).args([
-                    op,
-                    "--np",
-                    &np.to_string(),
-                    "--sizes",
-                    &big.to_string(),
-                    "--json",
-                ]))?;
-                h.extend(hvd_rows(&out).into_iter().map(|r| r.1));
-                if let Some(bin) = &peers.collectives {
-                    let out =
-                        run_capture(mpirun(np, "tcp,self").arg(bin).arg(op).arg(big.to_string()))?;
-                    p.extend(mpi_rows(&out, 2, 5).into_iter().map(|r| r.1));
-                }
-            }
-            println!(
-                "| {op} | {} | {} | {} |",
-                fmt_us(median(&h)),
-                fmt_us(median(&p)),
-                speedup(median(&p), median(&h))
-            );
-            if let Some(json) = &mut json {
-                json.write(op, np, "hvd tcp", &Series::from([(big, h)]))?;
-                json.write(op, np, "Open MPI TCP", &Series::from([(big, p)]))?;
-            }
-        }
+        crate::bench_collectives::tables(
+            &bench,
+            np,
+            &o.sizes,
+            o.repeats,
+            peers.collectives.as_deref().filter(|_| peers.mpirun),
+            json.as_mut(),
+        )?;
     }
     Ok(())
 }

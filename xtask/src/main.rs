@@ -16,6 +16,7 @@
 //! - `horovod-tests`: Horovod's own PyTorch test suite and examples against `hvd.torch`.
 
 mod backends;
+mod bench_collectives;
 mod bench_fabric;
 mod bench_mpi;
 mod bench_peers;
