@@ -67,7 +67,22 @@ impl Transport for TcpConfig {
     fn chunk_bytes(&self) -> usize {
         self.chunk_bytes
     }
+
+    /// On more than two ranks, halving from 32 KiB even below `small_bytes`: recursive
+    /// doubling sends the whole buffer in every round. Measured on 4 ranks sharing 2
+    /// cores, same run against Open MPI: 64 KiB halving 1.58x, recursive doubling 1.29x;
+    /// 32 KiB 0.98x against 1.53x. (Over libfabric's rxm, whose messages cost more, the
+    /// extra rounds lose: the default stands there.)
+    fn halving_above(&self, size: usize) -> usize {
+        match size {
+            0..=2 => self.small_bytes,
+            _ => self.small_bytes.min(WIDE_HALVING_ABOVE),
+        }
+    }
 }
+
+/// Above this many bytes allreduce on more than two ranks halves (see `halving_above`).
+const WIDE_HALVING_ABOVE: usize = 32 << 10;
 
 /// The event loop of one group, and what it needs to blame the right rank when a call
 /// times out.

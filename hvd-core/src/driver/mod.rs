@@ -72,11 +72,20 @@ pub trait Transport: Clone + fmt::Debug + Send + Sync + 'static {
 
     /// Calls of at most this many bytes use the latency-optimal algorithms (recursive
     /// doubling, binomial tree, pairwise exchange); larger ones use pipelined rings and
-    /// chains.
+    /// chains, or halving for allreduce ([`Transport::halving_above`]).
     fn small_bytes(&self) -> usize;
 
     /// The largest frame of a pipelined transfer.
     fn chunk_bytes(&self) -> usize;
+
+    /// Allreduces on `size` ranks (a power of two) above this many bytes, up to
+    /// [`halving::MAX_BYTES`](crate::schedule::halving::MAX_BYTES), run recursive halving
+    /// and doubling instead of recursive doubling or the ring. By default the small-call
+    /// limit: halving takes over from recursive doubling only where the ring would.
+    fn halving_above(&self, size: usize) -> usize {
+        let _ = size;
+        self.small_bytes()
+    }
 }
 
 /// A rank's connection to a group, as [`Transport::join`] made it.

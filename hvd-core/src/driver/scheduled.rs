@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use super::{Call, Engine, Group, Transport, check_rank};
-use crate::schedule::{Layout, Ring, Schedule, barrier, blocks, broadcast, exchange, recursive};
+use crate::schedule::{
+    Layout, Ring, Schedule, barrier, blocks, broadcast, exchange, halving, recursive,
+};
 use crate::{
     Collective, Device, Error, OpKind, ReduceOp, Reduction, Result, Store, Tensor, TensorMut,
     Topology, batch_name, validate,
@@ -168,11 +170,16 @@ impl<T: Transport> Collective for Scheduled<T> {
                 layout.finish(0..layout.len(), reduction, 1)?;
                 return Ok(None);
             }
-            Ok(Some(if self.is_small(layout.len()) {
-                Box::new(recursive::allreduce(rank, size, layout.len(), reduction))
-            } else {
-                Box::new(Ring::allreduce(rank, size, layout, self.chunk()))
-            }))
+            let len = layout.len();
+            Ok(Some(
+                if halving::suits(size, len, self.settings.halving_above(size)) {
+                    Box::new(halving::allreduce(rank, size, layout, self.chunk()))
+                } else if self.is_small(len) {
+                    Box::new(recursive::allreduce(rank, size, len, reduction))
+                } else {
+                    Box::new(Ring::allreduce(rank, size, layout, self.chunk()))
+                },
+            ))
         })
     }
 

@@ -16,6 +16,7 @@
 pub mod barrier;
 pub mod broadcast;
 pub mod exchange;
+pub mod halving;
 mod layout;
 mod phases;
 pub mod recursive;
