@@ -56,7 +56,7 @@
 //!
 //! | call | at most `small_bytes` (default 256 KiB) | larger |
 //! |---|---|---|
-//! | allreduce | recursive doubling (non-powers of two fold the extra ranks in first) | pipelined ring: reduce-scatter, then allgather |
+//! | allreduce | recursive doubling (non-powers of two fold the extra ranks in first); halving from 32 KiB on 4, 8, .. ranks | powers of two up to 8 MiB: recursive halving and doubling; otherwise pipelined ring: reduce-scatter, then allgather |
 //! | broadcast | binomial tree | pipelined chain from the root |
 //! | allgather | direct exchange, one round | pipelined ring |
 //! | alltoall | pairwise exchange (step `d`: to `rank + d`, from `rank - d`) | same, in frames of `chunk_bytes` |
@@ -67,7 +67,9 @@
 //! below it the number of message latencies matters more than the bytes each rank moves
 //! (`log2 n` steps instead of `2 (n - 1)`); above it the ring moves the optimal
 //! `2 (n - 1) / n` of the data per rank. On 2 cores over loopback recursive doubling wins
-//! up to 256-512 KiB at 2 ranks and up to 128-256 KiB at 4, hence 256 KiB. Ring and chain
+//! up to 256-512 KiB at 2 ranks, hence 256 KiB; at 4 ranks recursive halving and
+//! doubling (Rabenseifner's: the ring's bytes in `2 log2 n` rounds) beats it from 64 KiB,
+//! and beats the ring up to 4-16 MiB, so power-of-two groups use it there. Ring and chain
 //! transfers are cut into frames of `chunk_bytes` (512 KiB), each forwarded as soon as it
 //! is in; the event loop moves at most 256 KiB per connection and direction before it turns
 //! to the others, so that long system calls do not hold up receiving while sending.
