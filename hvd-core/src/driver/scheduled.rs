@@ -189,11 +189,16 @@ impl<T: Transport> Collective for Scheduled<T> {
         validate::root(rank, size, root, &name)?;
         let mut layout = batch_layout(T::BACKEND, rank, op, tensors)?;
         self.run(op, &name, no_reduction(), &mut layout, |layout| {
-            Ok(Some(Box::new(if self.is_small(layout.len()) {
-                broadcast::Tree::binomial(rank, size, root, layout)
-            } else {
-                broadcast::Tree::chain(rank, size, root, layout, self.chunk())
-            })))
+            let small = self.is_small(layout.len());
+            Ok(Some(Box::new(
+                if small && size <= broadcast::FLAT_MAX_RANKS {
+                    broadcast::Tree::flat(rank, size, root, layout)
+                } else if small {
+                    broadcast::Tree::binomial(rank, size, root, layout)
+                } else {
+                    broadcast::Tree::chain(rank, size, root, layout, self.chunk())
+                },
+            )))
         })
     }
 

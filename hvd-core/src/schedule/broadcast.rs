@@ -1,12 +1,20 @@
 //! Broadcast down a tree, chunk by chunk: each rank forwards chunk `j` to its children as
 //! soon as it has it, so large messages stream through a chain (root, root + 1, ..) at
-//! link speed, and small ones take a binomial tree's `ceil(log2 n)` hops.
+//! link speed, and small ones go straight from the root to each rank in small groups, or
+//! take a binomial tree's `ceil(log2 n)` hops in larger ones.
 
 use std::io;
 use std::ops::Range;
 
 use super::layout::Layout;
 use super::{Action, Data, Done, Recv, Schedule};
+
+/// The most ranks a small broadcast reaches straight from the root; larger groups use the
+/// binomial tree, whose depth grows with `log2 n` where the root's sends grow with `n`.
+/// Measured over TCP on 2 cores, same run against Open MPI: 4 KiB on 4 ranks flat 1.41x,
+/// binomial 0.60x; on 8 ranks 1.58x against 1.30x (64 KiB 2.11x against 1.39x); even on
+/// 3 ranks.
+pub const FLAT_MAX_RANKS: usize = 8;
 
 /// One rank's part of a tree broadcast.
 #[derive(Debug)]
@@ -56,6 +64,17 @@ impl Tree {
             .map(|step| rank_of(index + step))
             .collect();
         children.reverse();
+        Tree::new(parent, children, layout.split(0..layout.len(), 1))
+    }
+
+    /// The root sends the whole message to every other rank itself: one hop, and no rank
+    /// waits for another to be scheduled before it forwards (see [`FLAT_MAX_RANKS`]).
+    pub fn flat(rank: usize, size: usize, root: usize, layout: &Layout<'_>) -> Tree {
+        let (parent, children) = if rank == root {
+            (None, (1..size).map(|d| (root + d) % size).collect())
+        } else {
+            (Some(root), vec![])
+        };
         Tree::new(parent, children, layout.split(0..layout.len(), 1))
     }
 
@@ -137,6 +156,16 @@ mod tests {
         );
         let index_5 = Tree::binomial(1, 6, 2, &layout);
         assert_eq!((index_5.parent, index_5.children), (Some(3), vec![]));
+    }
+
+    #[test]
+    fn flat_tree_from_a_nonzero_root() {
+        let layout = Layout::new();
+        let root = Tree::flat(2, 4, 2, &layout);
+        assert_eq!((root.parent, root.children.clone()), (None, vec![3, 0, 1]));
+        let leaf = Tree::flat(0, 4, 2, &layout);
+        assert_eq!((leaf.parent, leaf.children.clone()), (Some(2), vec![]));
+        assert_eq!(leaf.peers(), [2]);
     }
 
     #[test]
