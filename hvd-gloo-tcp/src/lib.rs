@@ -58,7 +58,7 @@
 //! |---|---|---|
 //! | allreduce | recursive doubling (non-powers of two fold the extra ranks in first); halving from 32 KiB on 4, 8, .. ranks | powers of two up to 8 MiB: recursive halving and doubling; otherwise pipelined ring: reduce-scatter, then allgather |
 //! | broadcast | up to 8 ranks the root sends to each; binomial tree above | pipelined chain from the root |
-//! | allgather | direct exchange, one round | pipelined ring |
+//! | allgather | up to 128 KiB on 4, 8, .. ranks recursive doubling, otherwise direct exchange, one round | pipelined ring |
 //! | alltoall | pairwise exchange (step `d`: to `rank + d`, from `rank - d`) | same, in frames of `chunk_bytes` |
 //! | reducescatter | pipelined ring (reduce-scatter only) | same |
 //! | barrier | dissemination (`ceil(log2 n)` rounds of empty frames) | |

@@ -217,11 +217,16 @@ impl<T: Transport> Collective for Scheduled<T> {
         let segments = blocks(0, counts, dtype.size());
         self.run(op, input.name(), no_reduction(), &mut layout, |layout| {
             layout.write(segments[rank].start, source)?;
-            Ok(Some(if self.is_small(layout.len()) {
-                Box::new(exchange::allgather(rank, size, &segments))
-            } else {
-                Box::new(Ring::allgather(rank, size, &segments, layout, self.chunk()))
-            }))
+            let len = layout.len();
+            Ok(Some(
+                if self.is_small(len) && exchange::doubling_suits(size, len) {
+                    Box::new(exchange::allgather_doubling(rank, size, &segments))
+                } else if self.is_small(len) {
+                    Box::new(exchange::allgather(rank, size, &segments))
+                } else {
+                    Box::new(Ring::allgather(rank, size, &segments, layout, self.chunk()))
+                },
+            ))
         })
     }
 

@@ -1,5 +1,6 @@
 //! Direct exchanges over the full mesh: alltoall, and allgather of small messages (one
-//! round instead of `n - 1` ring steps).
+//! round instead of `n - 1` ring steps, or `log2 n` rounds by recursive doubling, which
+//! need fewer ranks to be running at once).
 //!
 //! Alltoall is the pairwise exchange: in step `d` every rank sends to `rank + d` and
 //! receives from `rank - d`, so each rank has one partner per direction at a time and no
@@ -56,12 +57,73 @@ pub fn allgather(rank: usize, size: usize, segments: &[Range<usize>]) -> Phases 
     Phases::new(size, vec![phase])
 }
 
+/// The largest allgather that goes by recursive doubling on a power-of-two group rather
+/// than in one direct round. Measured over TCP on 2 cores, same run against Open MPI:
+/// 4 ranks, 4 KiB doubling 1.40x, direct 1.07x; 64 KiB 1.27x against 0.95x; 256 KiB
+/// 1.33x against 1.60x; 8 ranks, 4 KiB 1.04x against 0.59x.
+pub const DOUBLING_MAX_BYTES: usize = 128 << 10;
+
+/// Whether an allgather of `len` bytes (the gathered result) on `size` ranks goes by
+/// [`allgather_doubling`]: a power of two above 2 (on 2 both are one exchange).
+pub fn doubling_suits(size: usize, len: usize) -> bool {
+    size > 2 && size.is_power_of_two() && len <= DOUBLING_MAX_BYTES
+}
+
+/// Recursive doubling: in step `d = 1, 2, 4, ..` each rank sends the `d` segments it
+/// holds to `rank ^ d` and receives that rank's `d`; `size` must be a power of two.
+pub fn allgather_doubling(rank: usize, size: usize, segments: &[Range<usize>]) -> Phases {
+    let held = |index: usize, distance: usize| {
+        let first = index / distance * distance;
+        segments[first].start..segments[first + distance - 1].end
+    };
+    let mut phases = Vec::new();
+    let mut distance = 1;
+    while distance < size {
+        let partner = rank ^ distance;
+        phases.push(
+            Phase::new()
+                .send(partner, held(rank, distance))
+                .recv(partner, Recv::new(held(partner, distance), Action::Place)),
+        );
+        distance *= 2;
+    }
+    Phases::new(size, phases)
+}
+
 #[cfg(test)]
 mod tests {
     use crate::DType;
 
     use super::*;
     use crate::schedule::{Data, Done, Schedule};
+
+    #[test]
+    fn doubling_allgather_sends_what_it_holds_to_one_partner_a_step() {
+        // Segments of 4 ranks of 1, 2, 3 and 4 bytes.
+        let segments = [0..1, 1..3, 3..6, 6..10];
+        let mut plan = allgather_doubling(2, 4, &segments);
+        assert_eq!(plan.peers(), [0, 3]);
+        assert_eq!(plan.next_send(3), Some(3..6));
+        assert_eq!(plan.next_recv(3).map(|r| r.range), Some(6..10));
+        assert_eq!(plan.next_send(0), None, "rank 0 comes in the second step");
+        let mut layout = Layout::new();
+        let mut data = Data {
+            layout: &mut layout,
+            stashes: &[],
+        };
+        plan.complete(Done::Sent(3), &mut data).unwrap();
+        plan.complete(Done::Received(3), &mut data).unwrap();
+        assert_eq!(
+            plan.next_send(0),
+            Some(3..10),
+            "then both segments it holds"
+        );
+        assert_eq!(plan.next_recv(0).map(|r| r.range), Some(0..3));
+        assert!(doubling_suits(4, DOUBLING_MAX_BYTES));
+        assert!(!doubling_suits(4, DOUBLING_MAX_BYTES + 4));
+        assert!(!doubling_suits(2, 64), "one exchange either way");
+        assert!(!doubling_suits(6, 64), "not a power of two");
+    }
 
     #[test]
     fn alltoall_goes_pairwise_in_frames_of_at_most_the_chunk_size() {
