@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::measure::{
-    JsonLines, Series, add, fmt_us, hvd_rows, median, mpi_rows, mpirun, run_capture, speedup,
+    JsonLines, Series, Sweep, add, fmt_us, hvd_rows, median, mpi_rows, mpirun, run_capture, speedup,
 };
 
 /// The collectives besides allreduce, as hvd-bench and the MPI peer name them.
@@ -16,14 +16,12 @@ const OPS: [&str; 3] = ["allgather", "broadcast", "alltoall"];
 /// `repeats` times (and writes the medians to `json`); without `peer` (no Open MPI) the
 /// peer's column is empty.
 pub(crate) fn tables(
-    bench: &Path,
-    np: usize,
-    sizes: &[usize],
-    repeats: usize,
+    sweep: &Sweep<'_>,
     peer: Option<&Path>,
     mut json: Option<&mut JsonLines>,
 ) -> Result<(), String> {
-    let size_args: Vec<String> = sizes.iter().map(usize::to_string).collect();
+    let (bench, np, repeats) = (sweep.bench, sweep.np, sweep.repeats);
+    let size_args = sweep.size_args();
     for op in OPS {
         let (mut hvd, mut ompi) = (Series::new(), Series::new());
         for _ in 0..repeats {
@@ -43,7 +41,7 @@ pub(crate) fn tables(
         );
         println!("| size | hvd TCP | Open MPI TCP | speed-up |");
         println!("|---|---|---|---|");
-        for bytes in sizes {
+        for bytes in sweep.sizes {
             let m = |s: &Series| s.get(bytes).and_then(|v| median(v));
             println!(
                 "| {bytes} | {} | {} | {} |",

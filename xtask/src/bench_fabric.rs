@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use crate::measure::{
-    JsonLines, Series, add, fmt_us, hvd_rows, median, mpi_rows, run_capture, speedup,
+    JsonLines, Series, Sweep, add, fmt_us, hvd_rows, median, mpi_rows, run_capture, speedup,
 };
 
 /// Whether libfabric is installed (its `fi_info` runs).
@@ -39,15 +39,13 @@ fn mpirun_ofi(np: usize) -> Command {
 /// Runs and prints the libfabric table for `np` ranks (and writes its medians to `json`);
 /// `tcp` and `shm` are hvd's own transports' series from the same run.
 pub(crate) fn table(
-    bench: &Path,
-    np: usize,
-    sizes: &[usize],
-    repeats: usize,
+    sweep: &Sweep<'_>,
     mpi_allreduce: Option<&Path>,
     (tcp, shm): (&Series, &Series),
     json: Option<&mut JsonLines>,
 ) -> Result<(), String> {
-    let size_list: Vec<String> = sizes.iter().map(usize::to_string).collect();
+    let (bench, np, repeats) = (sweep.bench, sweep.np, sweep.repeats);
+    let size_list = sweep.size_args();
     let (mut rdma_tcp, mut rdma_shm, mut ompi) = (Series::new(), Series::new(), Series::new());
     for _ in 0..repeats {
         for (series, provider) in [(&mut rdma_tcp, "tcp;ofi_rxm"), (&mut rdma_shm, "shm")] {
@@ -86,7 +84,7 @@ pub(crate) fn table(
         "| size | hvd rdma tcp;ofi_rxm | hvd TCP | ratio | hvd rdma shm | hvd shm | ratio | Open MPI cm/ofi | ratio vs rdma shm |"
     );
     println!("|---|---|---|---|---|---|---|---|---|");
-    for bytes in sizes {
+    for bytes in sweep.sizes {
         let m = |s: &Series| s.get(bytes).and_then(|v| median(v));
         let (rt, rs) = (m(&rdma_tcp), m(&rdma_shm));
         println!(

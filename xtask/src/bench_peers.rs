@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::measure::{
-    JsonLines, Series, add, fmt_us, hvd_rows, median, mpi_rows, mpirun, options, run_capture,
-    speedup,
+    JsonLines, Series, Sweep, add, fmt_us, hvd_rows, median, mpi_rows, mpirun, options,
+    run_capture, speedup,
 };
 use crate::workspace_root;
 
@@ -231,25 +231,22 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 json.write("allreduce", np, implementation, series)?;
             }
         }
+        let sweep = Sweep {
+            bench: &bench,
+            np,
+            sizes: &o.sizes,
+            repeats: o.repeats,
+        };
         if fabric {
             crate::bench_fabric::table(
-                &bench,
-                np,
-                &o.sizes,
-                o.repeats,
+                &sweep,
                 peers.allreduce.as_deref().filter(|_| peers.mpirun),
                 (&hvd, &hvd_shm),
                 json.as_mut(),
             )?;
         }
-        crate::bench_collectives::tables(
-            &bench,
-            np,
-            &o.sizes,
-            o.repeats,
-            peers.collectives.as_deref().filter(|_| peers.mpirun),
-            json.as_mut(),
-        )?;
+        let peer = peers.collectives.as_deref().filter(|_| peers.mpirun);
+        crate::bench_collectives::tables(&sweep, peer, json.as_mut())?;
     }
     Ok(())
 }

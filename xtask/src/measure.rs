@@ -12,6 +12,22 @@ use crate::workspace_root;
 /// Median time in microseconds per message size, for one implementation.
 pub(crate) type Series = BTreeMap<usize, Vec<f64>>;
 
+/// One table's sweep: hvd-bench's binary, the job size, the message sizes and how many
+/// alternating runs each side gets.
+pub(crate) struct Sweep<'a> {
+    pub bench: &'a Path,
+    pub np: usize,
+    pub sizes: &'a [usize],
+    pub repeats: usize,
+}
+
+impl Sweep<'_> {
+    /// The sizes as hvd-bench's `--sizes` value and as the MPI peers' arguments.
+    pub fn size_args(&self) -> Vec<String> {
+        self.sizes.iter().map(usize::to_string).collect()
+    }
+}
+
 pub(crate) struct Options {
     pub nps: Vec<usize>,
     pub sizes: Vec<usize>,
