@@ -35,9 +35,9 @@ pub struct TcpConfig {
     pub secret: Vec<u8>,
     /// Identifies the job, so that connections from another job are refused.
     pub job_id: String,
-    /// Allreduces (and broadcasts) of at most this many bytes use the latency-optimal
-    /// algorithms (recursive doubling, binomial tree); larger ones use the ring (chain),
-    /// or recursive halving and doubling (see the crate's algorithm table).
+    /// Calls of at most this many bytes use the latency-optimal algorithms (recursive
+    /// doubling, flat or binomial trees, direct exchanges); larger ones use the ring or
+    /// chain, or recursive halving and doubling (see the crate's algorithm table).
     pub small_bytes: usize,
     /// Largest frame of a pipelined transfer: the unit in which a ring or chain forwards
     /// data, so smaller chunks start forwarding sooner and larger ones cost fewer headers.

@@ -67,12 +67,14 @@
 //! below it the number of message latencies matters more than the bytes each rank moves
 //! (`log2 n` steps instead of `2 (n - 1)`); above it the ring moves the optimal
 //! `2 (n - 1) / n` of the data per rank. On 2 cores over loopback recursive doubling wins
-//! up to 256-512 KiB at 2 ranks, hence 256 KiB; at 4 ranks recursive halving and
-//! doubling (Rabenseifner's: the ring's bytes in `2 log2 n` rounds) beats it from 64 KiB,
-//! and beats the ring up to 4-16 MiB, so power-of-two groups use it there. Ring and chain
-//! transfers are cut into frames of `chunk_bytes` (512 KiB), each forwarded as soon as it
-//! is in; the event loop moves at most 256 KiB per connection and direction before it turns
-//! to the others, so that long system calls do not hold up receiving while sending.
+//! up to 256-512 KiB at 2 ranks, hence 256 KiB. Recursive halving and doubling
+//! (Rabenseifner's: the ring's bytes in `2 log2 n` rounds) beats it at 4 ranks from
+//! 64 KiB (it runs there above 32 KiB, below `small_bytes` too) and beats the ring up to
+//! 4-16 MiB, so power-of-two groups use it up to 8 MiB. Ring and chain transfers are cut
+//! into frames of `chunk_bytes` (512 KiB), each forwarded as soon as it is in; the event
+//! loop reads at most 256 KiB per connection before it turns to the others, and offers
+//! the kernel the rest of a frame in one send, so that long system calls do not hold up
+//! receiving while sending.
 //!
 //! A waiting call polls its sockets before it sleeps, because waking from a sleep costs
 //! tens of microseconds, more than a small message takes: for 1 ms when this host has a

@@ -10,7 +10,8 @@
 //!   members, and [`check_rank`];
 //! - [`Scheduled`]: a complete [`Collective`](crate::Collective) over a [`Transport`]'s
 //!   [`Engine`], which picks the algorithm of each call (latency-optimal below the
-//!   transport's small-message size, pipelined rings above), lays the tensors out, runs
+//!   transport's small-message size, pipelined rings above, recursive halving and
+//!   doubling for mid-sized allreduces on power-of-two groups), lays the tensors out, runs
 //!   the schedule and poisons the group on the first failure. TCP and libfabric are
 //!   `Scheduled` transports; a new one implements [`Transport`] and [`Engine`] only.
 

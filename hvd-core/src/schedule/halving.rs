@@ -97,19 +97,38 @@ mod tests {
             .collect()
     }
 
-    /// Runs `size` ranks' schedules over in-memory layouts of f32 values, moving each
-    /// released frame to the peer that expects it and applying its action there.
-    fn run(size: usize, values: Vec<Vec<f32>>, chunk_bytes: usize, op: ReduceOp) -> Vec<Vec<f32>> {
-        let reduction = Reduction::new(op);
-        let mut bytes: Vec<Vec<u8>> = values
+    /// Runs `size` ranks' schedules over in-memory layouts of f32 values.
+    fn run(values: Vec<Vec<f32>>, chunk_bytes: usize, op: ReduceOp) -> Vec<Vec<f32>> {
+        let mut ranks: Vec<Vec<(DType, Vec<u8>)>> = values
             .iter()
-            .map(|v| v.iter().flat_map(|x| x.to_ne_bytes()).collect())
+            .map(|v| vec![(DType::F32, v.iter().flat_map(|x| x.to_ne_bytes()).collect())])
             .collect();
-        let mut layouts: Vec<Layout<'_>> = bytes
+        run_regions(&mut ranks, chunk_bytes, op);
+        ranks
+            .iter()
+            .map(|regions| {
+                regions[0]
+                    .1
+                    .chunks_exact(4)
+                    .map(|c| f32::from_ne_bytes(c.try_into().unwrap()))
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Runs one schedule per rank over in-memory layouts of each rank's regions (tensors
+    /// of any dtype), moving each released frame to the peer that expects it and
+    /// applying its action there.
+    fn run_regions(ranks: &mut [Vec<(DType, Vec<u8>)>], chunk_bytes: usize, op: ReduceOp) {
+        let size = ranks.len();
+        let reduction = Reduction::new(op);
+        let mut layouts: Vec<Layout<'_>> = ranks
             .iter_mut()
-            .map(|b| {
+            .map(|regions| {
                 let mut layout = Layout::new();
-                layout.push(DType::F32, b);
+                for (dtype, bytes) in regions.iter_mut() {
+                    layout.push(*dtype, bytes);
+                }
                 layout
             })
             .collect();
@@ -159,15 +178,6 @@ mod tests {
             }
             assert!(moved, "the schedules deadlocked");
         }
-        drop(layouts);
-        bytes
-            .iter()
-            .map(|b| {
-                b.chunks_exact(4)
-                    .map(|c| f32::from_ne_bytes(c.try_into().unwrap()))
-                    .collect()
-            })
-            .collect()
     }
 
     #[test]
@@ -179,7 +189,7 @@ mod tests {
             let expected: Vec<f32> = (0..len)
                 .map(|i| (0..size).map(|r| (r * 1000 + i) as f32).sum())
                 .collect();
-            for result in run(size, values, chunk, ReduceOp::Sum) {
+            for result in run(values, chunk, ReduceOp::Sum) {
                 assert_eq!(
                     result, expected,
                     "{size} ranks, {len} values, {chunk}-byte chunks"
@@ -204,9 +214,57 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_of_mixed_dtypes_is_cut_on_element_boundaries() {
+        // An f64, an f32 and an i32 tensor: halving cuts fall inside regions of
+        // different element sizes, and 9-byte chunks cut no element either.
+        for (size, chunk) in [(2usize, 9), (4, 9), (8, 1 << 20)] {
+            let mut ranks: Vec<Vec<(DType, Vec<u8>)>> = (0..size)
+                .map(|r| {
+                    let f64s: Vec<u8> = (0..5)
+                        .flat_map(|i| (r as f64 + i as f64 * 0.5).to_ne_bytes())
+                        .collect();
+                    let f32s: Vec<u8> = (0..7)
+                        .flat_map(|i| (r as f32 * 2.0 + i as f32).to_ne_bytes())
+                        .collect();
+                    let i32s: Vec<u8> = (0..3)
+                        .flat_map(|i| (r as i32 * 10 - i).to_ne_bytes())
+                        .collect();
+                    vec![(DType::F64, f64s), (DType::F32, f32s), (DType::I32, i32s)]
+                })
+                .collect();
+            run_regions(&mut ranks, chunk, ReduceOp::Sum);
+            let n = size as f64;
+            let ranks_sum = n * (n - 1.0) / 2.0;
+            let f64s: Vec<u8> = (0..5)
+                .flat_map(|i| (ranks_sum + n * i as f64 * 0.5).to_ne_bytes())
+                .collect();
+            let f32s: Vec<u8> = (0..7)
+                .flat_map(|i| (ranks_sum as f32 * 2.0 + n as f32 * i as f32).to_ne_bytes())
+                .collect();
+            let i32s: Vec<u8> = (0..3)
+                .flat_map(|i| (ranks_sum as i32 * 10 - size as i32 * i).to_ne_bytes())
+                .collect();
+            for regions in &ranks {
+                assert_eq!(
+                    regions[0].1, f64s,
+                    "f64 on {size} ranks, {chunk}-byte chunks"
+                );
+                assert_eq!(
+                    regions[1].1, f32s,
+                    "f32 on {size} ranks, {chunk}-byte chunks"
+                );
+                assert_eq!(
+                    regions[2].1, i32s,
+                    "i32 on {size} ranks, {chunk}-byte chunks"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn an_average_is_finished_exactly_once() {
         let values: Vec<Vec<f32>> = (0..4).map(|r| vec![4.0 * r as f32; 9]).collect();
-        for result in run(4, values, 8, ReduceOp::Average) {
+        for result in run(values, 8, ReduceOp::Average) {
             assert_eq!(result, vec![6.0; 9]);
         }
     }

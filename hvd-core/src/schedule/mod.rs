@@ -4,8 +4,8 @@
 //! Algorithms are plain state machines over byte ranges of a [`Layout`]; the engine does
 //! all the I/O, waiting, timeouts and error naming, so each algorithm is only its logic.
 //! They live here, below every transport, so that transports with different I/O (TCP
-//! sockets, libfabric endpoints) run the same ring, recursive-doubling and pairwise
-//! schedules without depending on each other.
+//! sockets, libfabric endpoints) run the same ring, recursive-doubling, halving-doubling,
+//! tree and pairwise schedules without depending on each other.
 //!
 //! An engine drives a schedule like this: for every peer of [`Schedule::peers`], it asks
 //! [`Schedule::next_send`] and [`Schedule::next_recv`] for frames, moves them, and reports

@@ -1,6 +1,7 @@
 //! Schedules made of phases that run one after the other: every transfer of a phase may
 //! proceed at once, and the next phase starts when all of them are done. Recursive
-//! doubling, the barrier and the direct exchanges (alltoall, small allgather) are this.
+//! doubling, halving and doubling, the barrier and the direct exchanges (alltoall, small
+//! allgather, by one round or by recursive doubling) are this.
 
 use std::collections::VecDeque;
 use std::io;
