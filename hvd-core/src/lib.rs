@@ -26,7 +26,8 @@
 //! - [`env`](mod@env): `HVD_*` variables, with Horovod's `HOROVOD_*` names as aliases, read the
 //!   same way by every crate; [`rng`]: the seeded generator every rank draws alike;
 //! - [`schedule`]: the collective algorithms (ring, recursive doubling, halving and
-//!   doubling, pairwise exchange, trees, barrier) as sans-IO state machines that any transport's I/O engine can drive;
+//!   doubling, pairwise exchange, trees, barrier) as sans-IO state machines that any
+//!   transport's I/O engine can drive;
 //! - [`wire`]: the [`Writer`](wire::Writer) and [`Reader`](wire::Reader) every codec of
 //!   bytes between processes is written with, whose errors name the field that was wrong;
 //!   [`auth`]: the proofs with which connections show they hold the job's secret;

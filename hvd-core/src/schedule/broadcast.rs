@@ -159,6 +159,31 @@ mod tests {
     }
 
     #[test]
+    fn flat_tree_delivers_the_roots_bytes_to_every_rank() {
+        let (size, root) = (5, 3);
+        let mut buffers: Vec<Vec<u8>> = (0..size)
+            .map(|r| {
+                if r == root {
+                    (1..=13).collect()
+                } else {
+                    vec![0; 13]
+                }
+            })
+            .collect();
+        let mut layouts = crate::schedule::simulate::byte_layouts(&mut buffers);
+        let mut plans: Vec<Box<dyn Schedule>> = (0..size)
+            .map(|r| Box::new(Tree::flat(r, size, root, &layouts[r])) as Box<dyn Schedule>)
+            .collect();
+        let sum = crate::Reduction::new(crate::ReduceOp::Sum);
+        crate::schedule::simulate::run(&mut plans, &mut layouts, sum);
+        drop(layouts);
+        let expected: Vec<u8> = (1..=13).collect();
+        for (rank, buffer) in buffers.iter().enumerate() {
+            assert_eq!(buffer, &expected, "rank {rank}");
+        }
+    }
+
+    #[test]
     fn flat_tree_from_a_nonzero_root() {
         let layout = Layout::new();
         let root = Tree::flat(2, 4, 2, &layout);

@@ -98,6 +98,39 @@ mod tests {
     use crate::schedule::{Data, Done, Schedule};
 
     #[test]
+    fn doubling_allgather_gathers_uneven_and_empty_segments_on_every_rank() {
+        for counts in [vec![3, 0, 5, 1], vec![1, 2, 0, 4, 3, 0, 7, 2]] {
+            let size = counts.len();
+            let segments = crate::schedule::blocks(0, &counts, 1);
+            let total = segments[size - 1].end;
+            // Rank r holds only its own segment, of bytes r + 1.
+            let mut buffers: Vec<Vec<u8>> = (0..size)
+                .map(|r| {
+                    let mut b = vec![0u8; total];
+                    b[segments[r].clone()].fill(r as u8 + 1);
+                    b
+                })
+                .collect();
+            let mut layouts = crate::schedule::simulate::byte_layouts(&mut buffers);
+            let mut plans: Vec<Box<dyn Schedule>> = (0..size)
+                .map(|r| Box::new(allgather_doubling(r, size, &segments)) as Box<dyn Schedule>)
+                .collect();
+            let sum = crate::Reduction::new(crate::ReduceOp::Sum);
+            crate::schedule::simulate::run(&mut plans, &mut layouts, sum);
+            drop(layouts);
+            let expected: Vec<u8> = (0..size)
+                .flat_map(|r| std::iter::repeat_n(r as u8 + 1, counts[r]))
+                .collect();
+            for (rank, buffer) in buffers.iter().enumerate() {
+                assert_eq!(
+                    buffer, &expected,
+                    "rank {rank} of {size}, counts {counts:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn doubling_allgather_sends_what_it_holds_to_one_partner_a_step() {
         // Segments of 4 ranks of 1, 2, 3 and 4 bytes.
         let segments = [0..1, 1..3, 3..6, 6..10];

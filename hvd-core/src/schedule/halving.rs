@@ -86,16 +86,7 @@ mod tests {
     use crate::{DType, ReduceOp, Reduction};
 
     use super::*;
-    use crate::schedule::{Data, Done, Schedule};
-
-    fn read(layout: &Layout<'_>, range: Range<usize>) -> Vec<u8> {
-        let mut slices = [std::io::IoSlice::new(&[]); crate::schedule::MAX_IOV];
-        let count = layout.gather(range, &mut slices);
-        slices[..count]
-            .iter()
-            .flat_map(|s| s.iter().copied())
-            .collect()
-    }
+    use crate::schedule::{Schedule, simulate};
 
     /// Runs `size` ranks' schedules over in-memory layouts of f32 values.
     fn run(values: Vec<Vec<f32>>, chunk_bytes: usize, op: ReduceOp) -> Vec<Vec<f32>> {
@@ -116,12 +107,10 @@ mod tests {
             .collect()
     }
 
-    /// Runs one schedule per rank over in-memory layouts of each rank's regions (tensors
-    /// of any dtype), moving each released frame to the peer that expects it and
-    /// applying its action there.
+    /// Runs halving on every rank over in-memory layouts of its regions (tensors of any
+    /// dtype).
     fn run_regions(ranks: &mut [Vec<(DType, Vec<u8>)>], chunk_bytes: usize, op: ReduceOp) {
         let size = ranks.len();
-        let reduction = Reduction::new(op);
         let mut layouts: Vec<Layout<'_>> = ranks
             .iter_mut()
             .map(|regions| {
@@ -132,52 +121,10 @@ mod tests {
                 layout
             })
             .collect();
-        let mut plans: Vec<Phases> = (0..size)
-            .map(|r| allreduce(r, size, &layouts[r], chunk_bytes))
+        let mut plans: Vec<Box<dyn Schedule>> = (0..size)
+            .map(|r| Box::new(allreduce(r, size, &layouts[r], chunk_bytes)) as Box<dyn Schedule>)
             .collect();
-        let mut pending: Vec<Option<Range<usize>>> = vec![None; size * size];
-        while !plans.iter().all(|p| p.is_done()) {
-            let mut moved = false;
-            for from in 0..size {
-                for to in 0..size {
-                    let slot = &mut pending[from * size + to];
-                    if slot.is_none() {
-                        *slot = plans[from].next_send(to);
-                    }
-                    let Some(range) = slot.clone() else { continue };
-                    let Some(recv) = plans[to].next_recv(from) else {
-                        continue;
-                    };
-                    assert_eq!(recv.range.len(), range.len(), "{from} -> {to}");
-                    let payload = read(&layouts[from], range);
-                    let at = recv.range.start;
-                    let target = &mut layouts[to];
-                    match recv.action {
-                        Action::Place => target.write(at, &payload).unwrap(),
-                        Action::Reduce | Action::ReduceFinish => {
-                            target.reduce_from(at, &payload, op).unwrap();
-                            if recv.action == Action::ReduceFinish {
-                                target.finish(recv.range.clone(), reduction, size).unwrap();
-                            }
-                        }
-                        Action::Stash => unreachable!("halving stashes nothing"),
-                    }
-                    pending[from * size + to] = None;
-                    let mut data = Data {
-                        layout: &mut layouts[from],
-                        stashes: &[],
-                    };
-                    plans[from].complete(Done::Sent(to), &mut data).unwrap();
-                    let mut data = Data {
-                        layout: &mut layouts[to],
-                        stashes: &[],
-                    };
-                    plans[to].complete(Done::Received(from), &mut data).unwrap();
-                    moved = true;
-                }
-            }
-            assert!(moved, "the schedules deadlocked");
-        }
+        simulate::run(&mut plans, &mut layouts, Reduction::new(op));
     }
 
     #[test]

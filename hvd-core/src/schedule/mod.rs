@@ -21,6 +21,8 @@ mod layout;
 mod phases;
 pub mod recursive;
 mod ring;
+#[cfg(test)]
+mod simulate;
 
 use std::io;
 use std::ops::Range;
