@@ -133,8 +133,12 @@ pub fn run(
         }
         if !json {
             println!(
-                "# runtime cycles {} ({} run by the waiting caller), announcement rounds {}, response-cache hits {}",
-                stats.cycles, stats.caller_cycles, stats.announce_rounds, stats.cache_hits
+                "# runtime cycles {} ({} run by the waiting caller), announcement rounds {}, response-cache hits {} ({} carried by the negotiation round)",
+                stats.cycles,
+                stats.caller_cycles,
+                stats.announce_rounds,
+                stats.cache_hits,
+                stats.speculated
             );
         }
     }

@@ -59,6 +59,11 @@ impl ResponseCache {
         Some(cached.response.clone())
     }
 
+    /// The response in `slot`, without marking it used.
+    pub fn response(&self, slot: usize) -> Option<&Response> {
+        Some(&self.slots.get(slot)?.as_ref()?.response)
+    }
+
     /// The op of the tensor in `slot`.
     pub fn kind(&self, slot: usize) -> Option<OpKind> {
         Some(self.slots.get(slot)?.as_ref()?.response.kind)

@@ -8,7 +8,8 @@
 //! announcements in the same order into its own copy of the message table, so every rank
 //! reaches the same responses in the same order, mismatch errors included. Decisions that
 //! depend on a clock (stall shutdown) are taken by rank 0 alone and travel in its
-//! announcement, so they too are the same everywhere.
+//! announcement, so they too are the same everywhere. When the ranks expect a set of
+//! small cached allreduces, the round carries their data as well (`speculate.rs`).
 //!
 //! Latency policy: a caller that waits on its handle runs the cycle itself, so a
 //! blocking collective crosses no thread at all. Otherwise the background thread sleeps
@@ -23,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
 
-use hvd_core::{Collective, DType, Error, ReduceOp, Reduction, Result, TensorMut, allgather_bytes};
+use hvd_core::{Collective, Error, Result, allgather_bytes};
 
 use crate::autotune::Params;
 
@@ -34,6 +35,7 @@ use super::control_errors::while_negotiating;
 use super::queue::{Queue, Submission};
 use super::request::{Name, OpKind, Request};
 use super::response::Response;
+use super::speculate::Expectation;
 use super::stall::StallInspector;
 use super::stats::Stats;
 use super::table::MessageTable;
@@ -90,7 +92,9 @@ pub(crate) struct Engine {
     /// Wire buffers of compressed allreduces, kept for the next batch.
     pub(super) wire_buffers: WireBuffers,
     table: MessageTable,
-    cache: ResponseCache,
+    pub(super) cache: ResponseCache,
+    /// The cached set the ranks expect next, whose data rides the negotiation round.
+    pub(super) expectation: Expectation,
     stall: StallInspector,
     config: Config,
     /// The autotuner (global set only, when `HVD_AUTOTUNE` is on).
@@ -103,7 +107,7 @@ pub(crate) struct Engine {
 }
 
 /// Entries of the per-cycle vector before the response-cache bits.
-const FLAGS: usize = 3;
+pub(super) const FLAGS: usize = 3;
 
 /// Which thread steps the engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,6 +144,7 @@ impl Engine {
             wire_buffers: WireBuffers::default(),
             table: MessageTable::new(size),
             cache: ResponseCache::new(parts.config.cache_capacity),
+            expectation: Expectation::default(),
             stall: StallInspector::new(rank, parts.config.stall_check, parts.config.stall_shutdown),
             tuning: parts.tuning,
             trace: parts.trace,
@@ -256,7 +261,7 @@ impl Engine {
         self.global
     }
 
-    fn anyone_joined(&self) -> bool {
+    pub(super) fn anyone_joined(&self) -> bool {
         self.table.joined().iter().any(|j| *j)
     }
 
@@ -332,23 +337,20 @@ impl Engine {
         self.refresh_cached();
         let announcement = self.announcement();
         let mut flags = self.flags(&announcement);
-        let len = flags.len();
-        self.control.allreduce(
-            &mut [TensorMut::from_bytes(
-                "hvd.negotiate",
-                DType::Bool,
-                vec![len],
-                &mut flags,
-            )?],
-            Reduction::new(ReduceOp::Min),
-        )?;
+        let (mut hits, rode): (Vec<usize>, Vec<Response>) =
+            self.negotiate(&mut flags)?.into_iter().unzip();
         let mut responses: Vec<Response> = Vec::new();
-        for slot in (FLAGS..len).filter(|i| flags[*i] != 0).map(|i| i - FLAGS) {
+        for slot in (FLAGS..flags.len())
+            .filter(|i| flags[*i] != 0)
+            .map(|i| i - FLAGS)
+        {
             if let Some(response) = self.cache.hit(slot) {
                 self.stats.cache_hit();
                 responses.push(response);
+                hits.push(slot);
             }
         }
+        self.expectation.observe(&hits);
         let mut leavers = Vec::new();
         let mut tune = None;
         if flags[0] == 0 || flags[1] == 0 {
@@ -357,6 +359,7 @@ impl Engine {
         }
         self.stall.warn(&self.table);
         if let Some(tuning) = self.tuning.as_mut() {
+            tuning.observe(&rode);
             tuning.observe(&responses);
         }
         self.execute(responses)?;

@@ -6,6 +6,9 @@
 //! stall inspector, join, process sets, the Timeline and autotuning, over the middleware
 //! stack built in `stack.rs` (`Timeline<Fusion<Router>>`).
 //!
+//! In the cached steady state, small allreduces of a set that repeats ride the
+//! negotiation round itself (`speculate.rs`): one collective per step, not two.
+//!
 //! Each cycle's agreed responses reach the stack as whole batches of typed operations;
 //! Fusion alone applies the fusion threshold, and the [`Router`] sends each call to the
 //! transport for its tensors' memory. A [`Buffer`] lives on the host or, through its
@@ -35,6 +38,7 @@ mod request;
 mod response;
 mod router;
 mod set_engine;
+mod speculate;
 mod stack;
 mod staging;
 mod stall;

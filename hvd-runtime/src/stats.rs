@@ -9,6 +9,7 @@ pub struct Stats {
     caller_cycles: AtomicU64,
     announce_rounds: AtomicU64,
     cache_hits: AtomicU64,
+    speculated: AtomicU64,
     completed: AtomicU64,
     fusion_threshold: AtomicU64,
     cycle_time_us: AtomicU64,
@@ -27,6 +28,9 @@ pub struct StatsSnapshot {
     pub announce_rounds: u64,
     /// Tensors that ran straight from the response cache.
     pub cache_hits: u64,
+    /// Of those, tensors whose data travelled in the negotiation round itself (small
+    /// allreduces of a set that repeats; see the runtime's crate docs).
+    pub speculated: u64,
     /// Operations completed (successfully or not).
     pub completed: u64,
     /// The fusion threshold in effect (the autotuner changes it).
@@ -48,6 +52,9 @@ impl Stats {
     pub(crate) fn cache_hit(&self) {
         self.cache_hits.fetch_add(1, Ordering::Relaxed);
     }
+    pub(crate) fn speculated(&self) {
+        self.speculated.fetch_add(1, Ordering::Relaxed);
+    }
     pub(crate) fn completed(&self, operations: u64) {
         self.completed.fetch_add(operations, Ordering::Relaxed);
     }
@@ -65,6 +72,7 @@ impl Stats {
             caller_cycles: self.caller_cycles.load(Ordering::Relaxed),
             announce_rounds: self.announce_rounds.load(Ordering::Relaxed),
             cache_hits: self.cache_hits.load(Ordering::Relaxed),
+            speculated: self.speculated.load(Ordering::Relaxed),
             completed: self.completed.load(Ordering::Relaxed),
             fusion_threshold: self.fusion_threshold.load(Ordering::Relaxed),
             cycle_time_us: self.cycle_time_us.load(Ordering::Relaxed),

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use hvd_core::{Compression, Error, Reduction, Result};
+use hvd_core::{Compression, Device, Error, Reduction, Result};
 
 use super::buffer::{AnyBuffer, Buffer};
 use super::handle::Completion;
@@ -117,6 +117,25 @@ impl Work {
                 },
                 Control::RemoveProcessSet { id, .. } => Op::RemoveProcessSet { id: *id },
             },
+        }
+    }
+
+    /// The caller's tensor, when the operation reduces or overwrites it in place on the
+    /// host.
+    pub fn host_bytes(&mut self) -> Option<&mut [u8]> {
+        match self {
+            Work::InPlace { tensor, .. } => {
+                let buffer = tensor.buffer();
+                (buffer.device() == Device::Cpu).then(|| buffer.bytes_mut())
+            }
+            _ => None,
+        }
+    }
+
+    /// Hands an in-place operation's tensor back as it now is.
+    pub fn succeed(self) {
+        if let Work::InPlace { tensor, .. } = self {
+            tensor.finish(Ok(()));
         }
     }
 

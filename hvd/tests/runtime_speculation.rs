@@ -1,0 +1,175 @@
+//! Small cached allreduces of a set that repeats ride the negotiation round: one
+//! collective per step instead of two, with the same results, and a rank that does
+//! something else is still caught.
+
+mod common;
+
+use common::{config, job};
+use hvd::{ReduceOp, Reduction};
+
+/// The first step announces, the next two run from the cache and make the set
+/// expected; every later step rides the negotiation round.
+#[test]
+fn a_repeated_small_allreduce_rides_the_negotiation_round() {
+    let results = job(2, config(), |hvd| {
+        for step in 0..20 {
+            let out = hvd
+                .allreduce(
+                    "grad",
+                    vec![step as f32 + hvd.rank() as f32; 8],
+                    ReduceOp::Sum,
+                )
+                .unwrap();
+            assert_eq!(out, vec![2.0 * step as f32 + 1.0; 8], "step {step}");
+        }
+        hvd.stats()
+    });
+    for stats in results {
+        assert_eq!((stats.cache_hits, stats.speculated), (19, 17), "{stats:?}");
+    }
+}
+
+/// Rank `r` of 3 contributes `value(r, step)`; returns every rank's results and how many
+/// of the tensors travelled in the negotiation round.
+fn steps<T>(
+    name: &str,
+    reduction: Reduction,
+    value: fn(usize, usize) -> T,
+) -> Vec<(Vec<Vec<T>>, u64)>
+where
+    T: hvd::core::Element + Send,
+    Vec<T>: hvd::Buffer,
+{
+    job(3, config(), |hvd| {
+        let out = (0..8)
+            .map(|step| {
+                let mine = vec![value(hvd.rank(), step); 5];
+                hvd.allreduce_with_async(name, mine, reduction)
+                    .unwrap()
+                    .wait()
+                    .unwrap()
+            })
+            .collect();
+        (out, hvd.stats().speculated)
+    })
+}
+
+#[test]
+fn a_speculated_average_with_scale_factors_equals_the_usual_one() {
+    // Each step: 0.5 x (1 + 2 + 3)(s + 1), divided by 3 ranks, times 2.
+    let reduction = Reduction::new(ReduceOp::Average)
+        .with_prescale(0.5)
+        .with_postscale(2.0);
+    for (out, speculated) in steps("w", reduction, |r, s| ((r + 1) * (s + 1)) as f64) {
+        let expected: Vec<Vec<f64>> = (0..8).map(|s| vec![2.0 * (s + 1) as f64; 5]).collect();
+        assert_eq!(out, expected);
+        assert_eq!(speculated, 5);
+    }
+}
+
+#[test]
+fn a_speculated_integer_average_truncates_like_the_usual_one() {
+    // Rank 0 adds one to every step's sum: (1 + 3 s) / 3 truncates to s.
+    let value = |r: usize, s: usize| i32::from(r == 0) + s as i32;
+    for (out, speculated) in steps("n", Reduction::new(ReduceOp::Average), value) {
+        let expected: Vec<Vec<i32>> = (0..8).map(|s| vec![s; 5]).collect();
+        assert_eq!(out, expected);
+        assert_eq!(speculated, 5);
+    }
+}
+
+#[test]
+fn min_and_max_never_ride() {
+    for (out, speculated) in steps("m", Reduction::new(ReduceOp::Max), |r, s| (r * s) as i64) {
+        let expected: Vec<Vec<i64>> = (0..8).map(|s| vec![2 * s as i64; 5]).collect();
+        assert_eq!(out, expected);
+        assert_eq!(speculated, 0);
+    }
+}
+
+#[test]
+fn tensors_larger_than_the_limit_never_ride() {
+    let results = job(2, config(), |hvd| {
+        for _ in 0..8 {
+            let out = hvd
+                .allreduce("big", vec![1u8; 16 * 1024 + 1], ReduceOp::Sum)
+                .unwrap();
+            assert!(out.iter().all(|v| *v == 2));
+        }
+        hvd.stats()
+    });
+    assert!(results.iter().all(|s| s.speculated == 0), "{results:?}");
+}
+
+/// Several tensors of different dtypes in one round: the ranks submit them together
+/// each step until a step's set has repeated and ridden; every result is checked.
+#[test]
+fn a_set_of_mixed_dtypes_rides_with_every_result_intact() {
+    let results = job(2, config(), |hvd| {
+        let r = hvd.rank();
+        for step in 0..2000 {
+            let a = hvd.allreduce_async("a", vec![step as f32 + r as f32; 3], ReduceOp::Sum);
+            let b = hvd.allreduce_async(
+                "b",
+                vec![step as f64 * (r + 1) as f64; 7],
+                ReduceOp::Average,
+            );
+            let c = hvd.allreduce_async("c", vec![step as i16 - r as i16; 2], ReduceOp::Sum);
+            let a = a.unwrap().wait().unwrap();
+            let b = b.unwrap().wait().unwrap();
+            let c = c.unwrap().wait().unwrap();
+            assert_eq!(a, vec![2.0 * step as f32 + 1.0; 3], "step {step}");
+            assert_eq!(b, vec![1.5 * step as f64; 7], "step {step}");
+            assert_eq!(c, vec![2 * step as i16 - 1; 2], "step {step}");
+            // Both ranks see the same count: they stop after the same step.
+            if hvd.stats().speculated >= 6 {
+                return (step, hvd.stats());
+            }
+        }
+        (2000, hvd.stats())
+    });
+    assert_eq!(results[0].0, results[1].0, "{results:?}");
+    assert!(
+        results.iter().all(|(steps, _)| *steps < 2000),
+        "{results:?}"
+    );
+}
+
+/// While a set is expected, rank 1 runs another tensor first and rank 0 waits for it
+/// with the expected tensor pending: the rounds in between carry rank 0's data for
+/// nothing and drop it, every result is right, and the set rides once rank 1 comes.
+#[test]
+fn a_rank_that_runs_something_else_first_drops_the_guess_and_loses_nothing() {
+    let results = job(2, config(), |hvd| {
+        let submit_grad = || {
+            hvd.allreduce_async("grad", vec![1.0f32; 4], ReduceOp::Sum)
+                .unwrap()
+        };
+        for step in 0..6 {
+            assert_eq!(submit_grad().wait().unwrap(), vec![2.0; 4], "step {step}");
+        }
+        let before = hvd.stats().speculated;
+        let other = || {
+            hvd.allreduce_async("other", vec![5i32], ReduceOp::Sum)
+                .unwrap()
+        };
+        let results = if hvd.rank() == 1 {
+            let other = other().wait().unwrap();
+            (other, submit_grad().wait().unwrap())
+        } else {
+            let (grad, other) = (submit_grad(), other());
+            (other.wait().unwrap(), grad.wait().unwrap())
+        };
+        for _ in 0..3 {
+            assert_eq!(submit_grad().wait().unwrap(), vec![2.0; 4]);
+        }
+        (before, results, hvd.stats().speculated)
+    });
+    for (before, results, after) in results {
+        assert_eq!(before, 3);
+        assert_eq!(results, (vec![10], vec![2.0; 4]));
+        // 'other' was announced, which leaves the expectation alone: the delayed step
+        // and the three after it all rode.
+        assert_eq!(after, before + 4);
+    }
+}
