@@ -2,8 +2,8 @@
 //!
 //! A successful response is remembered in a numbered slot with every rank's request.
 //! When a rank submits the same tensor again with the same request, it only sets the
-//! slot's bit in a small vector that the ranks AND together each cycle; a bit set on
-//! every rank means the cached response runs at once. Every rank changes its cache in the
+//! slot's bit in a small vector that the ranks combine each cycle; a bit set on every
+//! rank means the cached response runs at once. Every rank changes its cache in the
 //! same way at the same point of the same cycle, so slot numbers agree everywhere.
 //!
 //! A full cache frees its least recently used eighth at once: a job with more tensors
@@ -82,7 +82,7 @@ impl ResponseCache {
     }
 
     /// Remembers a response if it can be reused: a successful data collective that every
-    /// rank took part in. Evicts the least recently used entry when full.
+    /// rank took part in. When full, first frees the least recently used eighth.
     pub fn insert(&mut self, response: &Response, requests: &[Option<Request>]) {
         let reusable = matches!(
             response.kind,
@@ -130,7 +130,8 @@ impl ResponseCache {
             return;
         }
         used.select_nth_unstable(count - 1);
-        // Freed in slot order: every rank reuses them in the same order.
+        // Uses are numbered by one clock, so no two entries tie and every rank frees the
+        // same ones; pushed highest first, the lowest slot is reused first.
         let mut oldest: Vec<usize> = used[..count].iter().map(|&(_, slot)| slot).collect();
         oldest.sort_unstable_by(|a, b| b.cmp(a));
         for slot in oldest {

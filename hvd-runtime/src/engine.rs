@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
 
-use hvd_core::{Collective, Error, Result, allgather_bytes};
+use hvd_core::{Collective, DType, Error, ReduceOp, Reduction, Result, TensorMut, allgather_bytes};
 
 use crate::autotune::Params;
 
@@ -32,10 +32,10 @@ use super::cache::ResponseCache;
 use super::compress::WireBuffers;
 use super::config::Config;
 use super::control_errors::while_negotiating;
+use super::expectation::Expectation;
 use super::queue::{Queue, Submission};
 use super::request::{Name, OpKind, Request};
 use super::response::Response;
-use super::speculate::Expectation;
 use super::stall::StallInspector;
 use super::stats::Stats;
 use super::table::MessageTable;
@@ -350,7 +350,7 @@ impl Engine {
                 hits.push(slot);
             }
         }
-        self.expectation.observe(&hits);
+        self.expectation.observe(&mut hits);
         let mut leavers = Vec::new();
         let mut tune = None;
         if flags[0] == 0 || flags[1] == 0 {
@@ -379,6 +379,20 @@ impl Engine {
         } else {
             Ok(Next::Continue)
         }
+    }
+
+    /// ANDs `flags` across the ranks: the negotiation round when nothing rides it.
+    pub(super) fn and_flags(&self, flags: &mut [u8]) -> Result<()> {
+        let len = flags.len();
+        self.control.allreduce(
+            &mut [TensorMut::from_bytes(
+                "hvd.negotiate",
+                DType::Bool,
+                vec![len],
+                flags,
+            )?],
+            Reduction::new(ReduceOp::Min),
+        )
     }
 
     /// The vector the ranks AND: `[nothing to announce, not leaving, no trace events,

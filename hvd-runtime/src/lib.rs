@@ -27,6 +27,7 @@ mod control_errors;
 mod drive;
 mod engine;
 mod execute;
+mod expectation;
 #[cfg(fuzzing)]
 #[doc(hidden)]
 pub mod fuzzing;

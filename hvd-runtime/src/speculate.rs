@@ -2,19 +2,19 @@
 //!
 //! In the cached steady state a cycle costs two collectives: the vector of flags and
 //! cache bits the ranks agree on, then the data. For a small tensor both are one network
-//! latency, so the runtime costs twice the bare transport. When the same set of cached
-//! allreduces ran in the last two cycles that ran cached work, the ranks expect it again
-//! and send its data inside the negotiation round: one allreduce, summing the flags as
-//! counts (a flag is set everywhere when its count is the rank count) next to the
-//! tensors. A rank that does not have the whole set pending sends zeros and says so; the
-//! data is then dropped and the tensors take the usual path, so a disagreement is still
-//! caught as before. Whether a cycle speculates, and on what layout, depends only on
-//! what every rank shares (the responses run and the response cache), so the ranks
-//! always make the same call.
+//! latency, so the runtime costs twice the bare transport. When the ranks expect a set
+//! of cached allreduces (`expectation.rs`), they send its data inside the negotiation
+//! round: one allreduce, summing the flags as counts (a flag is set everywhere when its
+//! count is the rank count) next to the tensors. A rank that does not have the whole set
+//! pending sends zeros and says so; the data is then dropped and the tensors take the
+//! usual path, so a disagreement is still caught as before. Whether a cycle speculates,
+//! and on what layout, depends only on what every rank shares (the expectation, the
+//! response cache, whether a rank has joined), so the ranks always make the same call.
 //!
 //! Only host allreduces that combine by summing (sum and average, with any scale
 //! factors), uncompressed, up to [`MAX_BYTES`] in all, ride: the data of a failed guess
-//! costs every rank its bytes.
+//! costs every rank its bytes. A rank that was ready shows the round on the tensor's
+//! Timeline row as `ALLREDUCE_IN_NEGOTIATION`, whether or not the guess held.
 
 use std::sync::Arc;
 
@@ -22,7 +22,7 @@ use hvd_core::trace::Tracer;
 use hvd_core::{Device, ReduceOp, Reduction, Result, TensorMut, kernels};
 
 use super::engine::{Engine, FLAGS, Progress};
-use super::request::{Name, Op, OpKind};
+use super::request::{Name, Op};
 use super::response::{Plan, Response};
 
 /// The most data one negotiation round carries: a guess that fails sends this much for
@@ -31,35 +31,6 @@ pub(crate) const MAX_BYTES: usize = 16 * 1024;
 
 /// The timeline span of a tensor that travelled in the negotiation round.
 const SPAN: &str = "ALLREDUCE_IN_NEGOTIATION";
-
-/// What the ranks expect to run next: the cache slots of the last cycles that ran
-/// cached work, identical on every rank.
-#[derive(Debug, Default)]
-pub(crate) struct Expectation {
-    /// The cached slots the last cycle with cache hits ran, in order.
-    last: Vec<usize>,
-    /// Set when the two last such cycles ran the same slots.
-    repeated: bool,
-}
-
-impl Expectation {
-    /// Records the slots a cycle ran from the cache; a cycle without any leaves the
-    /// expectation as it was (idle cycles, barriers and new tensors come between steps).
-    pub fn observe(&mut self, hits: &[usize]) {
-        if hits.is_empty() {
-            return;
-        }
-        self.repeated = hits == self.last;
-        if !self.repeated {
-            self.last = hits.to_vec();
-        }
-    }
-
-    /// The slots expected in the next cycle, once a set has repeated.
-    pub fn expected(&self) -> Option<&[usize]> {
-        self.repeated.then_some(&self.last[..])
-    }
-}
 
 /// One expected tensor and where its bytes go in the round.
 struct Rider {
@@ -81,11 +52,7 @@ fn rides(response: &Response) -> Option<(Arc<Plan>, Reduction)> {
         return None;
     };
     let sums = reduction.op.combining_op() == ReduceOp::Sum;
-    (response.kind == OpKind::Allreduce
-        && sums
-        && plan.device == Device::Cpu
-        && plan.wire.is_none())
-    .then(|| (plan.clone(), reduction))
+    (sums && plan.device == Device::Cpu && plan.wire.is_none()).then(|| (plan.clone(), reduction))
 }
 
 impl Engine {
@@ -113,13 +80,26 @@ impl Engine {
         (end <= MAX_BYTES).then_some(riders)
     }
 
-    /// Whether this rank has every expected tensor waiting on its cache slot.
-    fn has_all(&mut self, riders: &[Rider]) -> bool {
-        riders.iter().all(|r| {
-            self.pending.get_mut(&r.name).is_some_and(|p| {
-                p.progress == Progress::Cached(r.slot) && p.work.host_bytes().is_some()
-            })
-        })
+    /// Copies this rank's expected tensors into `data`, prescaled, when it has every
+    /// one waiting on its cache slot in host memory of the agreed size; otherwise leaves
+    /// `data` zeroed. Returns whether it had them.
+    fn fill(&mut self, riders: &[Rider], data: &mut [u8]) -> bool {
+        for r in riders {
+            let into = &mut data[r.bytes.clone()];
+            let mine = self
+                .pending
+                .get_mut(&r.name)
+                .filter(|p| p.progress == Progress::Cached(r.slot))
+                .and_then(|p| p.work.host_bytes())
+                .filter(|bytes| bytes.len() == into.len());
+            let Some(bytes) = mine else {
+                data.fill(0);
+                return false;
+            };
+            into.copy_from_slice(bytes);
+            kernels::prescale(r.plan.dtype, r.reduction, into);
+        }
+        true
     }
 
     /// The negotiation round: ANDs `flags` across ranks and, when the ranks expect a set
@@ -127,32 +107,15 @@ impl Engine {
     /// responses of the tensors that completed in the round (their flags are cleared).
     pub(super) fn negotiate(&mut self, flags: &mut [u8]) -> Result<Vec<(usize, Response)>> {
         let Some(riders) = self.riders() else {
-            self.control.allreduce(
-                &mut [TensorMut::from_bytes(
-                    "hvd.negotiate",
-                    hvd_core::DType::Bool,
-                    vec![flags.len()],
-                    flags,
-                )?],
-                Reduction::new(ReduceOp::Min),
-            )?;
+            self.and_flags(flags)?;
             return Ok(Vec::new());
         };
-        let ready = self.has_all(&riders);
+        let mut data = vec![0u8; riders.last().map_or(0, |r| r.bytes.end)];
+        let ready = self.fill(&riders, &mut data);
         let mut counts: Vec<i32> = flags.iter().map(|&f| i32::from(f)).collect();
         counts.push(i32::from(ready));
-        let mut data = vec![0u8; riders.last().map_or(0, |r| r.bytes.end)];
         if ready {
             for r in &riders {
-                let into = &mut data[r.bytes.clone()];
-                if let Some(bytes) = self
-                    .pending
-                    .get_mut(&r.name)
-                    .and_then(|p| p.work.host_bytes())
-                {
-                    into.copy_from_slice(bytes);
-                }
-                kernels::prescale(r.plan.dtype, r.reduction, into);
                 self.trace.recorder.begin(&r.name, SPAN, Default::default());
             }
         }
@@ -163,14 +126,16 @@ impl Engine {
                 .for_each(|r| self.trace.recorder.end(&r.name, SPAN));
         }
         result?;
-        let ranks = self.control.topology().size() as i32;
+        let ranks = self.control.topology().size();
+        let everyone = |count: &i32| usize::try_from(*count) == Ok(ranks);
         for (flag, count) in flags.iter_mut().zip(&counts) {
-            *flag = u8::from(*count == ranks);
+            *flag = u8::from(everyone(count));
         }
-        if counts.last() != Some(&ranks) {
+        if !counts.last().is_some_and(everyone) {
+            self.expectation.missed(data.len());
             return Ok(Vec::new());
         }
-        Ok(self.complete_riders(riders, flags, &mut data))
+        Ok(self.complete_riders(riders, flags, &mut data, ranks))
     }
 
     /// One allreduce of the counts and the riders' data, summed.
@@ -197,8 +162,8 @@ impl Engine {
         riders: Vec<Rider>,
         flags: &mut [u8],
         data: &mut [u8],
+        ranks: usize,
     ) -> Vec<(usize, Response)> {
-        let ranks = self.control.topology().size();
         let completed = self.queue.finished(riders.iter().map(|r| &*r.name));
         self.stats.completed(completed);
         let mut rode = Vec::with_capacity(riders.len());
@@ -218,38 +183,5 @@ impl Engine {
             }
         }
         rode
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_set_is_expected_once_it_ran_twice_in_a_row() {
-        let mut e = Expectation::default();
-        e.observe(&[0, 1]);
-        assert_eq!(e.expected(), None);
-        e.observe(&[]);
-        assert_eq!(e.expected(), None, "a cycle without hits changes nothing");
-        e.observe(&[0, 1]);
-        assert_eq!(e.expected(), Some(&[0, 1][..]));
-        e.observe(&[]);
-        assert_eq!(e.expected(), Some(&[0, 1][..]));
-        e.observe(&[0, 1]);
-        assert_eq!(e.expected(), Some(&[0, 1][..]));
-    }
-
-    #[test]
-    fn a_different_set_ends_the_expectation_until_it_repeats() {
-        let mut e = Expectation::default();
-        e.observe(&[3]);
-        e.observe(&[3]);
-        e.observe(&[3, 4]);
-        assert_eq!(e.expected(), None);
-        e.observe(&[3]);
-        assert_eq!(e.expected(), None, "sets that alternate never speculate");
-        e.observe(&[3]);
-        assert_eq!(e.expected(), Some(&[3][..]));
     }
 }
