@@ -78,6 +78,26 @@ fn a_speculated_integer_average_truncates_like_the_usual_one() {
     }
 }
 
+/// Rank `r` says `r == step % 4`: the sum of bools is their OR, false when no rank of
+/// the three says true (every fourth step).
+#[test]
+fn a_speculated_bool_sum_is_a_logical_or() {
+    let results = job(3, config(), |hvd| {
+        let out: Vec<Vec<bool>> = (0..8)
+            .map(|step| {
+                let mine = hvd::Bools::from_bools(&[hvd.rank() == step % 4; 5]);
+                hvd.allreduce("b", mine, ReduceOp::Sum).unwrap().to_bools()
+            })
+            .collect();
+        (out, hvd.stats().speculated)
+    });
+    for (out, speculated) in results {
+        let expected: Vec<Vec<bool>> = (0..8).map(|s| vec![s % 4 != 3; 5]).collect();
+        assert_eq!(out, expected);
+        assert_eq!(speculated, 5);
+    }
+}
+
 #[test]
 fn min_and_max_never_ride() {
     for (out, speculated) in steps("m", Reduction::new(ReduceOp::Max), |r, s| (r * s) as i64) {

@@ -95,3 +95,37 @@ fn the_timeline_can_start_and_stop_while_the_job_runs() {
         "{rows:?}"
     );
 }
+
+/// Steps whose data rides the negotiation round show it on the tensor's row: a span per
+/// round this rank was ready for (5 of 8 steps ride; a round some other rank was not
+/// ready for shows too), every one closed.
+#[test]
+fn a_small_repeated_allreduce_shows_the_round_that_carried_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ride.json");
+    let cfg = Config {
+        timeline: Some(path.clone()),
+        ..config()
+    };
+    job(2, cfg, |hvd| {
+        for step in 0..8 {
+            let out = hvd
+                .allreduce("loss", vec![step as f32], ReduceOp::Sum)
+                .unwrap();
+            assert_eq!(out, vec![2.0 * step as f32]);
+        }
+        assert_eq!(hvd.stats().speculated, 5);
+    });
+    let events = events(&path);
+    for rank in 0..2u64 {
+        let count = |phase: &str| {
+            events
+                .iter()
+                .filter(|e| e["pid"] == rank && e["name"] == "ALLREDUCE_IN_NEGOTIATION")
+                .filter(|e| e["ph"] == phase)
+                .count()
+        };
+        assert!(count("B") >= 5, "rank {rank}: {} spans", count("B"));
+        assert_eq!(count("B"), count("E"), "rank {rank}");
+    }
+}
