@@ -125,10 +125,10 @@ impl ResponseCache {
             .enumerate()
             .filter_map(|(i, c)| c.as_ref().map(|c| (c.last_used, i)))
             .collect();
-        let count = (used.len() / 8).max(1).min(used.len());
-        if count == 0 {
+        if used.is_empty() {
             return;
         }
+        let count = (used.len() / 8).max(1);
         used.select_nth_unstable(count - 1);
         // Uses are numbered by one clock, so no two entries tie and every rank frees the
         // same ones; pushed highest first, the lowest slot is reused first.

@@ -350,7 +350,7 @@ impl Engine {
                 hits.push(slot);
             }
         }
-        self.expectation.observe(&mut hits);
+        self.expectation.observe(hits);
         let mut leavers = Vec::new();
         let mut tune = None;
         if flags[0] == 0 || flags[1] == 0 {

@@ -32,16 +32,16 @@ impl Default for Expectation {
 impl Expectation {
     /// Records the slots a cycle ran from the cache; a cycle without any leaves the
     /// expectation as it was (idle cycles, barriers and new tensors come between steps).
-    pub fn observe(&mut self, hits: &mut [usize]) {
+    pub fn observe(&mut self, mut hits: Vec<usize>) {
         if hits.is_empty() {
             return;
         }
         hits.sort_unstable();
-        self.repeated = hits == self.last.as_slice();
+        self.repeated = hits == self.last;
         if self.repeated {
             self.budget = WASTE_BUDGET;
         } else {
-            self.last = hits.to_vec();
+            self.last = hits;
         }
     }
 
@@ -66,34 +66,34 @@ mod tests {
     #[test]
     fn a_set_is_expected_once_it_ran_twice_in_a_row_in_any_order() {
         let mut e = Expectation::default();
-        e.observe(&mut [1, 0]);
+        e.observe(vec![1, 0]);
         assert_eq!(e.expected(), None);
-        e.observe(&mut []);
+        e.observe(vec![]);
         assert_eq!(e.expected(), None, "a cycle without hits changes nothing");
-        e.observe(&mut [0, 1]);
+        e.observe(vec![0, 1]);
         assert_eq!(e.expected(), Some(&[0, 1][..]));
-        e.observe(&mut []);
+        e.observe(vec![]);
         assert_eq!(e.expected(), Some(&[0, 1][..]));
     }
 
     #[test]
     fn a_different_set_ends_the_expectation_until_it_repeats() {
         let mut e = Expectation::default();
-        e.observe(&mut [3]);
-        e.observe(&mut [3]);
-        e.observe(&mut [3, 4]);
+        e.observe(vec![3]);
+        e.observe(vec![3]);
+        e.observe(vec![3, 4]);
         assert_eq!(e.expected(), None);
-        e.observe(&mut [3]);
+        e.observe(vec![3]);
         assert_eq!(e.expected(), None, "sets that alternate never speculate");
-        e.observe(&mut [3]);
+        e.observe(vec![3]);
         assert_eq!(e.expected(), Some(&[3][..]));
     }
 
     #[test]
     fn failed_guesses_end_the_expectation_when_their_bytes_run_out() {
         let mut e = Expectation::default();
-        e.observe(&mut [7]);
-        e.observe(&mut [7]);
+        e.observe(vec![7]);
+        e.observe(vec![7]);
         for _ in 0..15 {
             e.missed(16 * 1024);
         }
@@ -101,7 +101,7 @@ mod tests {
         e.missed(16 * 1024);
         assert_eq!(e.expected(), None);
         // The set runs again: expected, with a fresh budget.
-        e.observe(&mut [7]);
+        e.observe(vec![7]);
         assert_eq!(e.expected(), Some(&[7][..]));
         e.missed(16 * 1024);
         assert_eq!(e.expected(), Some(&[7][..]));
