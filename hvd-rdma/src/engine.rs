@@ -28,6 +28,10 @@ const DIRECT_MIN: usize = 32 << 10;
 /// How long a waiting rank sleeps between polls once it has spun for `spin`.
 const NAP: Duration = Duration::from_micros(20);
 
+/// How long, at most, a waiting rank blocks on the provider's descriptor before it
+/// looks at the clock again.
+const BLOCK: Duration = Duration::from_millis(10);
+
 /// How long a waiting rank polls (yielding between polls) before it naps: as over TCP,
 /// long when every rank of this host has a core (waking costs more than a small message
 /// takes), short when ranks outnumber cores and the rank waited for may need this one.
@@ -244,7 +248,9 @@ impl Engine {
             } else if now.duration_since(quiet_since) >= self.op_timeout {
                 return Err(self.timed_out(call, &lanes, &peers, None));
             } else if now.duration_since(quiet_since) >= self.spin {
-                std::thread::sleep(NAP);
+                if !self.endpoint.block(BLOCK) {
+                    std::thread::sleep(NAP);
+                }
             } else {
                 std::thread::yield_now();
             }
@@ -435,7 +441,10 @@ impl Engine {
             // A provider that shares memory with a peer on this host (libfabric's shm)
             // spins forever on a lock in the peer's region that the peer held when it was
             // killed: no timeout can end that call, so a dead peer is not sent to at all.
-            if let Some(process) = self.processes.get(peer).filter(|p| p.has_exited(&self.me)) {
+            // Other providers report a dead peer themselves, and skip the system call.
+            let dead = |p: &&Process| p.has_exited(&self.me);
+            let shared = self.endpoint.provider.shares_memory();
+            if let Some(process) = self.processes.get(peer).filter(|p| shared && dead(p)) {
                 let cause = format!(
                     "its process ({}) on this host has exited; nothing more is sent to it",
                     process.pid

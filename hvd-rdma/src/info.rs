@@ -27,6 +27,21 @@ pub struct Provider {
     pub registers_memory: bool,
 }
 
+impl Provider {
+    /// Whether the provider moves data over sockets, so that a completion queue's wait
+    /// descriptor wakes when a peer's bytes arrive (`tcp`, `sockets`, and layers over
+    /// them). Shared memory wakes no descriptor: its ranks must poll.
+    pub fn wakes_by_descriptor(&self) -> bool {
+        matches!(core_name(&self.name), "tcp" | "sockets")
+    }
+
+    /// Whether the provider moves data through memory shared with the peer (`shm`), where
+    /// a peer killed while holding a lock in its region hangs every later send to it.
+    pub fn shares_memory(&self) -> bool {
+        core_name(&self.name) == "shm"
+    }
+}
+
 impl std::fmt::Display for Provider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(

@@ -327,3 +327,20 @@ pub(crate) unsafe fn fi_trecvv(
         )
     }
 }
+
+/// `fi_control(fid, FI_GETWAIT, &fd)`: the file descriptor a wait-object CQ signals.
+pub(crate) unsafe fn fi_control(fid: *mut fid, command: c_int, arg: *mut c_void) -> c_int {
+    // SAFETY: see the module's safety section.
+    unsafe { call!((*fid).ops, control, NO_ENTRY, fid, command, arg) }
+}
+
+/// `fi_trywait`: 0 when blocking on the objects' wait descriptors is safe now (nothing is
+/// pending that only a further read would find), `-FI_EAGAIN` otherwise.
+pub(crate) unsafe fn fi_trywait(
+    fabric: *mut fid_fabric,
+    fids: *mut *mut fid,
+    count: c_int,
+) -> c_int {
+    // SAFETY: see the module's safety section.
+    unsafe { call!((*fabric).ops, trywait, NO_ENTRY, fabric, fids, count) }
+}

@@ -1,0 +1,67 @@
+//! How a rank waits: over a provider that moves data on sockets, a rank whose peer is
+//! late blocks in the kernel after a short spin, leaving its core to the ranks that
+//! share it, and still wakes as soon as the peer's data comes.
+
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use hvd_core::{Collective, MemoryStore, ReduceOp, Reduction, Result, TensorMut};
+use hvd_rdma::{RdmaCollective, RdmaConfig};
+
+/// How late the second rank joins the allreduce.
+const LATE: Duration = Duration::from_millis(400);
+
+/// CPU time this thread has used.
+fn thread_cpu() -> Duration {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec for the calling thread's clock.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+}
+
+#[test]
+#[cfg_attr(
+    not(have_libfabric),
+    ignore = "needs libfabric: apt-get install libfabric1"
+)]
+fn a_rank_waiting_over_tcp_blocks_instead_of_burning_its_core() -> Result<()> {
+    let store = Arc::new(MemoryStore::new());
+    let mut config = RdmaConfig::default();
+    config.provider = Some("tcp;ofi_rxm".into());
+    let ranks: Vec<_> = (0..2)
+        .map(|rank| {
+            let (store, config) = (store.clone(), config.clone());
+            thread::spawn(move || -> Result<(Vec<f32>, Duration, Duration)> {
+                let group = RdmaCollective::connect(store, rank, 2, config)?;
+                group.barrier()?;
+                if rank == 1 {
+                    thread::sleep(LATE);
+                }
+                let mut values = vec![rank as f32 + 1.0; 1024];
+                let (started, cpu) = (Instant::now(), thread_cpu());
+                group.allreduce(
+                    &mut [TensorMut::from_slice("late", &mut values)],
+                    Reduction::new(ReduceOp::Sum),
+                )?;
+                Ok((values, started.elapsed(), thread_cpu() - cpu))
+            })
+        })
+        .collect();
+    let results: Vec<_> = ranks
+        .into_iter()
+        .map(|h| h.join().unwrap_or_else(|_| panic!("a rank panicked")))
+        .collect::<Result<_>>()?;
+    let (values, waited, cpu) = &results[0];
+    assert!(values.iter().all(|v| *v == 3.0), "{:?}", &values[..4]);
+    assert!(*waited >= LATE / 2, "rank 0 waited only {waited:?}");
+    // Napping between polls costs a core's worth of wake-ups; blocking costs the spin.
+    assert!(
+        *cpu < *waited / 10,
+        "rank 0 used {cpu:?} of CPU while waiting {waited:?} for its peer"
+    );
+    Ok(())
+}
