@@ -184,7 +184,8 @@ impl Endpoint {
 
     /// Waits up to `timeout` for the provider to have something for this rank, blocked in
     /// the kernel so that a rank sharing the core runs meanwhile. Answers false, at once,
-    /// where the provider gives no descriptor: the caller naps instead.
+    /// where the provider gives no descriptor or cannot say when blocking on it is safe:
+    /// the caller naps instead.
     pub(crate) fn block(&mut self, timeout: std::time::Duration) -> bool {
         let Some(fd) = self.wait_fd else {
             return false;
@@ -194,9 +195,14 @@ impl Endpoint {
             let mut fids = [ptr::addr_of_mut!((*self.cq).fid)];
             sys::fi_trywait(self.fabric, fids.as_mut_ptr(), 1)
         };
-        if ready != 0 {
+        if ready == AGAIN as c_int {
             // Something is pending that a read will find.
             return true;
+        }
+        if ready != 0 {
+            // The provider cannot say when blocking is safe: poll and nap from now on.
+            self.wait_fd = None;
+            return false;
         }
         let mut poll = libc::pollfd {
             fd,
