@@ -15,6 +15,10 @@ use crate::info::{OwnedInfo, Provider, describe};
 use crate::library::Library;
 use crate::sys::{self, fi_addr_t, fi_context2, fid_av, fid_cq, fid_domain, fid_ep, fid_fabric};
 
+mod waiting;
+
+pub(crate) use waiting::Blocked;
+
 /// Completions read per `fi_cq_read`.
 const CQ_BATCH: usize = 16;
 
@@ -150,72 +154,6 @@ impl Endpoint {
             self.check("fi_enable", code)?;
         }
         Ok(())
-    }
-
-    /// Opens the completion queue, with a descriptor to block on where the provider
-    /// moves data over sockets (its progress then wakes that descriptor) and gives one.
-    ///
-    /// # Safety
-    /// The domain is open.
-    unsafe fn open_cq(&mut self) -> Result<()> {
-        // SAFETY: plain data, for which zero is valid; the domain is open.
-        unsafe {
-            let mut cq_attr: sys::fi_cq_attr = std::mem::zeroed();
-            cq_attr.format = sys::fi_cq_format_FI_CQ_FORMAT_TAGGED;
-            if self.provider.wakes_by_descriptor() {
-                cq_attr.wait_obj = sys::fi_wait_obj_FI_WAIT_FD;
-                if sys::fi_cq_open(self.domain, &mut cq_attr, &mut self.cq) == 0 {
-                    let mut fd: c_int = -1;
-                    let fid = ptr::addr_of_mut!((*self.cq).fid);
-                    let arg = ptr::addr_of_mut!(fd).cast();
-                    if sys::fi_control(fid, sys::FI_GETWAIT as c_int, arg) == 0 && fd >= 0 {
-                        self.wait_fd = Some(fd);
-                        return Ok(());
-                    }
-                    sys::fi_close(fid);
-                    self.cq = ptr::null_mut();
-                }
-            }
-            cq_attr.wait_obj = sys::fi_wait_obj_FI_WAIT_NONE;
-            let code = sys::fi_cq_open(self.domain, &mut cq_attr, &mut self.cq);
-            self.check("fi_cq_open", code)
-        }
-    }
-
-    /// Waits up to `timeout` for the provider to have something for this rank, blocked in
-    /// the kernel so that a rank sharing the core runs meanwhile. Answers false, at once,
-    /// where the provider gives no descriptor or cannot say when blocking on it is safe:
-    /// the caller naps instead.
-    pub(crate) fn block(&mut self, timeout: std::time::Duration) -> bool {
-        let Some(fd) = self.wait_fd else {
-            return false;
-        };
-        // SAFETY: `cq` and `fabric` are open; the list names one live object.
-        let ready = unsafe {
-            let mut fids = [ptr::addr_of_mut!((*self.cq).fid)];
-            sys::fi_trywait(self.fabric, fids.as_mut_ptr(), 1)
-        };
-        if ready == AGAIN as c_int {
-            // Something is pending that a read will find.
-            return true;
-        }
-        if ready != 0 {
-            // The provider cannot say when blocking is safe: poll and nap from now on.
-            self.wait_fd = None;
-            return false;
-        }
-        let mut poll = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let wait = libc::timespec {
-            tv_sec: timeout.as_secs() as libc::time_t,
-            tv_nsec: timeout.subsec_nanos().into(),
-        };
-        // SAFETY: one valid pollfd, a valid timeout and no signal mask.
-        unsafe { libc::ppoll(&mut poll, 1, &wait, ptr::null()) };
-        true
     }
 
     fn check(&self, call: &str, code: c_int) -> Result<()> {

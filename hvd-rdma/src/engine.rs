@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use hvd_core::schedule::{Action, Data, Done, Layout, MAX_IOV, Recv, Schedule};
 use hvd_core::{Error, Result};
 
-use crate::endpoint::{AGAIN, Code, Completion, Endpoint, Failed};
+use crate::endpoint::{AGAIN, Blocked, Code, Completion, Endpoint, Failed};
 use crate::rendezvous::Process;
 use crate::sys;
 
@@ -248,8 +248,10 @@ impl Engine {
             } else if now.duration_since(quiet_since) >= self.op_timeout {
                 return Err(self.timed_out(call, &lanes, &peers, None));
             } else if now.duration_since(quiet_since) >= self.spin {
-                if !self.endpoint.block(BLOCK) {
-                    std::thread::sleep(NAP);
+                match self.endpoint.block(BLOCK) {
+                    Blocked::Waited => {}
+                    Blocked::Pending => std::thread::yield_now(),
+                    Blocked::Unable => std::thread::sleep(NAP),
                 }
             } else {
                 std::thread::yield_now();
@@ -437,14 +439,15 @@ impl Engine {
         peer: usize,
         mut post: impl FnMut(&mut Endpoint) -> Code,
     ) -> Result<(), Box<Fault>> {
+        // A provider that shares memory with a peer on this host (libfabric's shm) spins
+        // forever on a lock in the peer's region that the peer held when it was killed:
+        // no timeout can end that call, so a dead peer is not sent to at all. Other
+        // providers cannot hang a post, so the check (a system call) waits until one is
+        // refused: rxm refuses posts to a peer it is reconnecting to, dead or not.
+        let mut refused = self.endpoint.provider.shares_memory();
         loop {
-            // A provider that shares memory with a peer on this host (libfabric's shm)
-            // spins forever on a lock in the peer's region that the peer held when it was
-            // killed: no timeout can end that call, so a dead peer is not sent to at all.
-            // Other providers report a dead peer themselves, and skip the system call.
             let dead = |p: &&Process| p.has_exited(&self.me);
-            let shared = self.endpoint.provider.shares_memory();
-            if let Some(process) = self.processes.get(peer).filter(|p| shared && dead(p)) {
+            if let Some(process) = self.processes.get(peer).filter(|p| refused && dead(p)) {
                 let cause = format!(
                     "its process ({}) on this host has exited; nothing more is sent to it",
                     process.pid
@@ -459,6 +462,7 @@ impl Engine {
                 let cause = format!("{what} failed: {}", self.endpoint.strerror(code as i64));
                 return Err(self.lost(call, peer, cause).into());
             }
+            refused = true;
             self.collect(call, lanes)?;
             std::thread::yield_now();
             if quiet_since.elapsed() >= self.op_timeout {

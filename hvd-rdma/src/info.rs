@@ -28,11 +28,11 @@ pub struct Provider {
 }
 
 impl Provider {
-    /// Whether the provider moves data over sockets, so that a completion queue's wait
-    /// descriptor wakes when a peer's bytes arrive (`tcp`, `sockets`, and layers over
-    /// them). Shared memory wakes no descriptor: its ranks must poll.
+    /// Whether a completion queue's wait descriptor wakes when a peer's bytes arrive:
+    /// `tcp` and layers over it. Shared memory wakes no descriptor, and `sockets` gives
+    /// none under manual progress: their ranks poll.
     pub fn wakes_by_descriptor(&self) -> bool {
-        matches!(core_name(&self.name), "tcp" | "sockets")
+        core_name(&self.name) == "tcp"
     }
 
     /// Whether the provider moves data through memory shared with the peer (`shm`), where

@@ -49,16 +49,19 @@
 //!
 //! ## Waiting
 //! The calling thread drives the provider (manual progress): it polls the completion
-//! queue, first spinning (1 ms, or 50 µs with yields when ranks outnumber cores). After
-//! that, over providers that move data on sockets (`tcp`, `sockets`), it blocks on the
-//! queue's wait descriptor (`fi_trywait`, then `ppoll`), so a late peer costs no CPU and
-//! ranks sharing a core run; shared memory wakes no descriptor, so there a rank naps
-//! 20 µs between polls.
+//! queue, yielding between polls, for 1 ms (50 µs when ranks outnumber cores). After
+//! that, over `tcp` (and rxm over it), it blocks on the queue's wait descriptor
+//! (`fi_trywait`, then `ppoll`, waking at least every 10 ms to check its deadline), so a
+//! late peer costs almost no CPU and ranks sharing a core run. Shared memory wakes no
+//! descriptor and `sockets` gives none under manual progress: there a rank naps 20 µs
+//! between polls, as it does over rxm told to wait on `pollfd` sets
+//! (`FI_OFI_RXM_DEF_WAIT_OBJ` or `FI_OFI_RXM_DEF_TCP_WAIT_OBJ`), which wake on no data.
 //!
 //! ## Faults
-//! The completion queue is polled with a deadline: when no message completes for `op_timeout` (`HVD_RDMA_TIMEOUT`, 60 s) the
-//! call fails with [`Error::Timeout`](hvd_core::Error::Timeout) naming the ranks it waits
-//! for and the provider; an operation the provider fails is
+//! Every wait has a deadline: when no message completes for `op_timeout`
+//! (`HVD_RDMA_TIMEOUT`, 60 s) the call fails with
+//! [`Error::Timeout`](hvd_core::Error::Timeout) naming the ranks it waits for and the
+//! provider; an operation the provider fails is
 //! [`Error::PeerLost`](hvd_core::Error::PeerLost) with libfabric's text (`fi_strerror`
 //! and the provider's own). The rank that fails first sends an abort (culprit, reporter,
 //! cause) to every other rank, on a tag bit no frame uses and for which a receive is

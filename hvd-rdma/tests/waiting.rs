@@ -12,6 +12,15 @@ use hvd_rdma::{RdmaCollective, RdmaConfig};
 /// How late the second rank joins the allreduce.
 const LATE: Duration = Duration::from_millis(400);
 
+/// How many times this thread has gone to sleep (voluntary context switches).
+fn thread_sleeps() -> i64 {
+    // SAFETY: plain data, for which zero is valid.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid rusage for the calling thread.
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
+    usage.ru_nvcsw
+}
+
 /// CPU time this thread has used.
 fn thread_cpu() -> Duration {
     let mut now = libc::timespec {
@@ -35,19 +44,20 @@ fn a_rank_waiting_over_tcp_blocks_instead_of_burning_its_core() -> Result<()> {
     let ranks: Vec<_> = (0..2)
         .map(|rank| {
             let (store, config) = (store.clone(), config.clone());
-            thread::spawn(move || -> Result<(Vec<f32>, Duration, Duration)> {
+            thread::spawn(move || -> Result<(Vec<f32>, Duration, Duration, i64)> {
                 let group = RdmaCollective::connect(store, rank, 2, config)?;
                 group.barrier()?;
                 if rank == 1 {
                     thread::sleep(LATE);
                 }
                 let mut values = vec![rank as f32 + 1.0; 1024];
-                let (started, cpu) = (Instant::now(), thread_cpu());
+                let (started, cpu, sleeps) = (Instant::now(), thread_cpu(), thread_sleeps());
                 group.allreduce(
                     &mut [TensorMut::from_slice("late", &mut values)],
                     Reduction::new(ReduceOp::Sum),
                 )?;
-                Ok((values, started.elapsed(), thread_cpu() - cpu))
+                let slept = thread_sleeps() - sleeps;
+                Ok((values, started.elapsed(), thread_cpu() - cpu, slept))
             })
         })
         .collect();
@@ -55,10 +65,15 @@ fn a_rank_waiting_over_tcp_blocks_instead_of_burning_its_core() -> Result<()> {
         .into_iter()
         .map(|h| h.join().unwrap_or_else(|_| panic!("a rank panicked")))
         .collect::<Result<_>>()?;
-    let (values, waited, cpu) = &results[0];
+    let (values, waited, cpu, slept) = &results[0];
     assert!(values.iter().all(|v| *v == 3.0), "{:?}", &values[..4]);
     assert!(*waited >= LATE / 2, "rank 0 waited only {waited:?}");
-    // Napping between polls costs a core's worth of wake-ups; blocking costs the spin.
+    // Napping between polls sleeps thousands of times, each wake-up costing CPU; a rank
+    // blocked on the descriptor sleeps once per 10 ms at most, and costs the spin.
+    assert!(
+        *slept < 200,
+        "rank 0 slept {slept} times while waiting {waited:?} for its peer"
+    );
     assert!(
         *cpu < *waited / 10,
         "rank 0 used {cpu:?} of CPU while waiting {waited:?} for its peer"
