@@ -446,8 +446,9 @@ impl Engine {
         // refused: rxm refuses posts to a peer it is reconnecting to, dead or not.
         let mut refused = self.endpoint.provider.shares_memory();
         loop {
-            let dead = |p: &&Process| p.has_exited(&self.me);
-            if let Some(process) = self.processes.get(peer).filter(|p| refused && dead(p)) {
+            if refused
+                && let Some(process) = self.processes.get(peer).filter(|p| p.has_exited(&self.me))
+            {
                 let cause = format!(
                     "its process ({}) on this host has exited; nothing more is sent to it",
                     process.pid

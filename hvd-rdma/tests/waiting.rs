@@ -12,24 +12,15 @@ use hvd_rdma::{RdmaCollective, RdmaConfig};
 /// How late the second rank joins the allreduce.
 const LATE: Duration = Duration::from_millis(400);
 
-/// How many times this thread has gone to sleep (voluntary context switches).
-fn thread_sleeps() -> i64 {
+/// CPU time this thread has used, and how many times it has gone to sleep (voluntary
+/// context switches).
+fn thread_usage() -> (Duration, i64) {
     // SAFETY: plain data, for which zero is valid.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: a valid rusage for the calling thread.
     unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
-    usage.ru_nvcsw
-}
-
-/// CPU time this thread has used.
-fn thread_cpu() -> Duration {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid timespec for the calling thread's clock.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
-    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+    let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    (time(usage.ru_utime) + time(usage.ru_stime), usage.ru_nvcsw)
 }
 
 #[test]
@@ -51,13 +42,18 @@ fn a_rank_waiting_over_tcp_blocks_instead_of_burning_its_core() -> Result<()> {
                     thread::sleep(LATE);
                 }
                 let mut values = vec![rank as f32 + 1.0; 1024];
-                let (started, cpu, sleeps) = (Instant::now(), thread_cpu(), thread_sleeps());
+                let (started, (cpu, sleeps)) = (Instant::now(), thread_usage());
                 group.allreduce(
                     &mut [TensorMut::from_slice("late", &mut values)],
                     Reduction::new(ReduceOp::Sum),
                 )?;
-                let slept = thread_sleeps() - sleeps;
-                Ok((values, started.elapsed(), thread_cpu() - cpu, slept))
+                let (cpu_after, sleeps_after) = thread_usage();
+                Ok((
+                    values,
+                    started.elapsed(),
+                    cpu_after - cpu,
+                    sleeps_after - sleeps,
+                ))
             })
         })
         .collect();
