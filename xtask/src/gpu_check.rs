@@ -82,8 +82,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
     build(&root, &dir)?;
     if options.bundle.is_some() {
         println!(
-            "gpu-check: copy {} to a machine with a GPU and run {}/run there",
-            dir.display(),
+            "gpu-check: copy {0} to a machine with a GPU and run {0}/run there (each check's \
+             output goes to {0}/logs)",
             dir.display()
         );
         return Ok(());
@@ -234,18 +234,268 @@ fn folder_size(dir: &Path) -> u64 {
 mod tests {
     use super::*;
 
+    /// A bundle of fakes that print what the real programs print on a one-GPU machine,
+    /// so the run script's own logic (logs, limits, verdicts) runs without a GPU.
+    /// `FAKE_FUSED_US` sets the fused time at 2 ranks; `FAKE_HANG=<pid file>` makes the
+    /// one-rank fusion benchmark hang.
+    const FAKES: [(&str, &str); 5] = [
+        (
+            "bin/hvdrun",
+            r#"#!/usr/bin/env bash
+case "$*" in
+    --check-build) echo "  nccl  NCCL 2.28.9 (libnccl.so.2), CUDA driver 13.0 (libcuda.so.1), 1 x Fake GPU" ;;
+    *" conformance") for _ in $(seq "$2"); do echo "PASSED 42 conformance checks on device memory"; done ;;
+    *" killed")
+        echo "ERROR: rank 0: lost rank 1 during allreduce"
+        echo "ERROR: rank 2: lost rank 1 during allreduce"
+        echo "hvdrun: rank 1 failed first (killed by signal 9); ranks 0, 2 failed because they lost rank 1"
+        exit 1 ;;
+    *" ops") echo '[{"name": "NCCL_ALLREDUCE"}, {"name": "MEMCPY_IN_FUSION_BUFFER"}]' >"$HVD_TIMELINE"; echo PASSED ;;
+    *train_mnist.py*) shift 2; exec "$@" ;;
+    *train_mnist*) echo "epoch  1/1  loss 0.1000  test accuracy 97.00%     1000 examples/s on 1 rank" ;;
+    *) echo "fake hvdrun: unexpected $*"; exit 2 ;;
+esac
+"#,
+        ),
+        (
+            "bin/hvd-bench",
+            r#"#!/usr/bin/env bash
+row() { echo "{\"op\":\"fusion\",\"variant\":\"$1\",\"time_us_median\":$2}"; }
+case "$*" in
+    "fusion --np 2 "*) row "fusion off" 1000; row "fusion on" "${FAKE_FUSED_US:-110}"; row "one tensor" 100 ;;
+    "fusion --np 1 "*)
+        if [ -n "${FAKE_HANG:-}" ]; then echo $$ >"$FAKE_HANG"; echo "hanging"; exec sleep 60; fi
+        row "fusion off" 5000; row "fusion on" 1150; row "one tensor" 1100 ;;
+    allreduce*) for b in 1048576 67108864 268435456; do echo "{\"bytes\":$b,\"time_us_median\":$((b / 1000))}"; done ;;
+    *) echo "fake hvd-bench: unexpected $*"; exit 2 ;;
+esac
+"#,
+        ),
+        (
+            "python/torch_dist_bench.py",
+            r#"import json, sys
+assert sys.argv[-1] == "--share-gpu", sys.argv
+for b in (1 << 20, 64 << 20, 256 << 20):
+    print(json.dumps({"bytes": b, "time_us_median": b / 900}))
+"#,
+        ),
+        (
+            "python/train_mnist.py",
+            r#"import sys
+import hvd_fake  # from the unpacked wheel
+assert "--synthetic" in sys.argv, sys.argv
+print("Test set: Average loss: 0.1513, Accuracy: 97.20%")
+"#,
+        ),
+        (
+            "path/nvidia-smi",
+            "#!/bin/sh\necho 'GPU 0: NVIDIA H200 (UUID: GPU-fake)'\n",
+        ),
+    ];
+
+    /// What the fake bundle prints, in order, when everything passes.
+    const PASSING: [&str; 12] = [
+        "driver",
+        "nccl: NCCL 2.28.9 (libnccl.so.2), CUDA driver 13.0 (libcuda.so.1), 1 x Fake GPU",
+        "conformance-1: 1 rank(s): 42 conformance checks on device memory",
+        "conformance-2: 2 rank(s): 42 conformance checks on device memory",
+        "conformance-4: 4 rank(s): 42 conformance checks on device memory",
+        "killed-rank: both survivors and hvdrun named rank 1",
+        "ops-timeline: device collectives checked; the Timeline shows NCCL_ALLREDUCE and the device fusion copies",
+        "fusion: fused 0.11 ms = 1.10x one tensor (at most 1.2x), unfused 1.00 ms = 9.1x fused (at least 5x)",
+        "fusion-overhead: 200 x 64 KiB fused 1150.0 us, one tensor 1100.0 us: +50.0 us, 0.25 us per tensor (at most 0.5)",
+        "bench: speed-up over torch.distributed NCCL (its time / hvd time): 1 MiB 1.11x, 64 MiB 1.11x, 256 MiB 1.11x",
+        "torch: Test set: Average loss: 0.1513, Accuracy: 97.20%",
+        "train_mnist: 1 rank(s) trained on CUDA: epoch 1/1 loss 0.1000 test accuracy 97.00% 1000 examples/s on 1 rank",
+    ];
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("hvd-gpu-check-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn write_executable(path: &Path, text: &str) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    fn succeeds(command: &mut Command) {
+        let status = command.status().unwrap();
+        assert!(status.success(), "{command:?}: {status}");
+    }
+
+    /// The run script in a folder of fakes; returns the folder.
+    fn fake_bundle(name: &str) -> PathBuf {
+        let dir = scratch(name);
+        write_executable(&dir.join("run"), RUN);
+        for (path, text) in FAKES {
+            write_executable(&dir.join(path), text);
+        }
+        std::fs::write(dir.join("hvd_fake.py"), "").unwrap();
+        succeeds(
+            Command::new("python3")
+                .args([
+                    "-m",
+                    "zipfile",
+                    "-c",
+                    "python/hvd-0.0.0-fake.whl",
+                    "hvd_fake.py",
+                ])
+                .current_dir(&dir),
+        );
+        write_executable(&dir.join("bin/train_mnist"), "#!/bin/sh\n");
+        succeeds(Command::new("gzip").arg(dir.join("bin/train_mnist")));
+        dir
+    }
+
+    /// Runs a fake bundle's script with the fake driver; returns its exit code and lines.
+    fn run_fake(dir: &Path, env: &[(&str, &str)]) -> (Option<i32>, Vec<String>) {
+        let path = format!(
+            "{}:{}",
+            dir.join("path").display(),
+            std::env::var("PATH").unwrap()
+        );
+        let out = Command::new("bash")
+            .arg(dir.join("run"))
+            .env("PATH", path)
+            .env("HVD_GPU_CHECK_LIBCUDA", dir.join("run"))
+            .env_remove("HVD_GPU_CHECK_LOGS")
+            .env_remove("HVD_GPU_CHECK_BUDGET")
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        let lines = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(String::from)
+            .collect();
+        (out.status.code(), lines)
+    }
+
+    /// `run --budget`: each check's limit in seconds, in order, and their total.
+    fn budget(run: &Path) -> (Vec<(String, u64)>, u64) {
+        let out = Command::new("bash")
+            .arg(run)
+            .arg("--budget")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let mut rows: Vec<(String, u64)> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|line| {
+                let (name, seconds) = line.split_once(' ').unwrap();
+                (name.to_string(), seconds.trim().parse().unwrap())
+            })
+            .collect();
+        let (total_name, total) = rows.pop().unwrap();
+        assert_eq!(total_name, "total");
+        (rows, total)
+    }
+
+    #[test]
+    fn the_run_script_is_bash_and_its_checks_fit_in_five_minutes() {
+        let dir = scratch("budget");
+        let run = dir.join("run");
+        std::fs::write(&run, RUN).unwrap();
+        succeeds(Command::new("bash").arg("-n").arg(&run));
+        let (rows, total) = budget(&run);
+        let _ = std::fs::remove_dir_all(&dir);
+        let names: Vec<&str> = rows.iter().map(|(n, _)| n.as_str()).collect();
+        let printed: Vec<&str> = PASSING
+            .iter()
+            .map(|l| l.split(':').next().unwrap())
+            .collect();
+        assert_eq!(names, printed);
+        assert_eq!(total, rows.iter().map(|(_, s)| s).sum::<u64>());
+        assert!(total <= 300, "the checks may take {total} s in all");
+    }
+
+    #[test]
+    fn every_check_passes_with_one_line_and_its_whole_output_in_a_log() {
+        let dir = fake_bundle("pass");
+        let (code, lines) = run_fake(&dir, &[]);
+        let want: Vec<String> = PASSING
+            .iter()
+            .map(|l| match l.split_once(": ") {
+                Some(_) => format!("PASS {l}"),
+                None => format!("PASS {l}: {}, 1 GPU(s)", dir.join("run").display()),
+            })
+            .collect();
+        assert_eq!(lines, want);
+        assert_eq!(code, Some(0));
+        for (line, check) in lines
+            .iter()
+            .zip(PASSING.map(|l| l.split(':').next().unwrap()))
+        {
+            let log =
+                std::fs::read_to_string(dir.join("logs").join(format!("{check}.log"))).unwrap();
+            assert!(log.ends_with(&format!("{line}\n")), "{check}.log: {log}");
+        }
+        let log =
+            |check: &str| std::fs::read_to_string(dir.join(format!("logs/{check}.log"))).unwrap();
+        assert!(log("fusion").contains(r#""variant":"fusion on","time_us_median":110"#));
+        assert!(log("bench").contains(
+            "torch.distributed: 2 ranks on 1 GPU: each sets NCCL_HOSTID=peer-<rank> (--share-gpu)"
+        ));
+        assert!(log("killed-rank").contains("ERROR: rank 2: lost rank 1 during allreduce"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_check_that_hangs_fails_on_its_own_limit_and_the_rest_still_run() {
+        let dir = fake_bundle("hang");
+        let logs = dir.join("elsewhere");
+        let pid_file = dir.join("hung.pid");
+        let started = std::time::Instant::now();
+        let (code, lines) = run_fake(
+            &dir,
+            &[
+                ("HVD_GPU_CHECK_BUDGET", "fusion-overhead=5"),
+                ("HVD_GPU_CHECK_LOGS", logs.to_str().unwrap()),
+                ("FAKE_HANG", pid_file.to_str().unwrap()),
+                ("FAKE_FUSED_US", "130"),
+            ],
+        );
+        assert!(started.elapsed().as_secs() < 30, "{:?}", started.elapsed());
+        assert_eq!(code, Some(1));
+        assert_eq!(
+            lines[7],
+            "FAIL fusion: fused 0.13 ms = 1.30x one tensor (at most 1.2x), unfused 1.00 ms = 7.7x fused (at least 5x)"
+        );
+        assert_eq!(
+            lines[8],
+            "FAIL fusion-overhead: timed out after 5 s (its log's last line: hanging)"
+        );
+        assert_eq!(lines.len(), PASSING.len(), "{lines:#?}");
+        assert!(
+            lines[9..].iter().all(|l| l.starts_with("PASS ")),
+            "{lines:#?}"
+        );
+        // The hung command is gone, and the logs went where they were told to.
+        let pid = std::fs::read_to_string(&pid_file).unwrap();
+        assert!(!Path::new(&format!("/proc/{}", pid.trim())).exists());
+        assert!(logs.join("fusion-overhead.log").exists());
+        assert!(!dir.join("logs").exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn the_run_script_on_a_machine_without_a_gpu_says_so_and_fails_cleanly() {
-        let dir = std::env::temp_dir().join(format!("hvd-gpu-check-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = scratch("no-gpu");
         let run = dir.join("run");
         std::fs::write(&run, RUN).unwrap();
         // A driver library that is not there: no GPU, whatever the host has.
         let out = Command::new("bash")
             .arg(&run)
             .env("HVD_GPU_CHECK_LIBCUDA", dir.join("no-libcuda.so.1"))
+            .env_remove("HVD_GPU_CHECK_LOGS")
             .output()
             .unwrap();
+        let logged = dir.join("logs/train_mnist.log").exists();
         let _ = std::fs::remove_dir_all(&dir);
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert_eq!(out.status.code(), Some(1), "{stdout}");
@@ -260,6 +510,7 @@ mod tests {
                 .all(|l| l.starts_with("FAIL ") && l.ends_with(": not run: no GPU")),
             "{stdout}"
         );
-        assert_eq!(lines.len(), 11, "one line per check: {stdout}");
+        assert_eq!(lines.len(), PASSING.len(), "one line per check: {stdout}");
+        assert!(logged);
     }
 }

@@ -1,51 +1,130 @@
 #!/usr/bin/env bash
 # hvd's GPU checks, run on a machine with a GPU from the bundle `cargo xtask gpu-check
-# --bundle DIR` built: one PASS or FAIL line per check (with the measured ratios), and
-# exit status 1 when any failed. Needs the NVIDIA driver, NCCL (the system's,
-# HVD_NCCL_LIBRARY, or PyTorch's nvidia-nccl wheel) and, for the PyTorch checks,
-# PyTorch with CUDA. HVD_GPU_CHECK_LIBCUDA names the driver library to use.
+# --bundle DIR` built. Needs the NVIDIA driver, NCCL (the system's, HVD_NCCL_LIBRARY, or
+# PyTorch's nvidia-nccl wheel) and, for the PyTorch checks, PyTorch with CUDA; no
+# internet (every training run uses synthetic data).
+#
+#   bash DIR/run            one PASS or FAIL line per check, with the figure that decided
+#                           it; exit status 1 when any failed
+#   bash DIR/run --budget   each check's time limit in seconds, and their sum
+#
+# Each check's whole output goes to DIR/logs/<check>.log, or into the folder
+# HVD_GPU_CHECK_LOGS names. HVD_GPU_CHECK_BUDGET=check=seconds,... changes time limits
+# (a slower machine, more GPUs); HVD_GPU_CHECK_LIBCUDA names the driver library to use.
 set -u
-here=$(cd "$(dirname "$0")" && pwd)
-bin=$here/bin
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-checks=(driver nccl conformance-1 conformance-2 conformance-4 killed-rank ops-timeline fusion bench torch train_mnist)
-failed=0
-pass() { echo "PASS $1${2:+: $2}"; }
-fail() { echo "FAIL $1: $2"; failed=1; }
-last_line() { printf '%s\n' "$1" | grep -v '^\s*$' | tail -n 1; }
 
-libcuda=${HVD_GPU_CHECK_LIBCUDA-$(ldconfig -p 2>/dev/null | awk '/libcuda\.so\.1 /{print $NF; exit}')}
-if [ -z "$libcuda" ] || [ ! -e "$libcuda" ]; then
-    fail driver "no NVIDIA driver here (libcuda.so.1 not found): run this bundle on a machine with a GPU"
-    for check in "${checks[@]:1}"; do fail "$check" "not run: no GPU"; done
-    exit 1
-fi
-export HVD_CUDA_LIBRARY=$libcuda
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-if [ "${gpus:-0}" -lt 1 ]; then
-    fail driver "the driver is there ($libcuda) but nvidia-smi lists no GPU"
-    for check in "${checks[@]:1}"; do fail "$check" "not run: no GPU"; done
-    exit 1
-fi
-pass driver "$libcuda, $gpus GPU(s)"
+# Each check's time limit in seconds, in the order the checks run. Their sum leaves room
+# within 5 minutes for the untimed steps (unpacking, the verdicts), which xtask's tests
+# hold it to: a check that hangs costs its own limit and no more.
+budget=(
+    driver 10
+    nccl 10
+    conformance-1 20
+    conformance-2 25
+    conformance-4 35
+    killed-rank 20
+    ops-timeline 15
+    fusion 25
+    fusion-overhead 15
+    bench 45
+    torch 40
+    train_mnist 20
+)
+checks=()
+declare -A limit
+for ((i = 0; i < ${#budget[@]}; i += 2)); do
+    checks+=("${budget[i]}")
+    limit[${budget[i]}]=${budget[i + 1]}
+done
+budget_overrides=${HVD_GPU_CHECK_BUDGET:-}
+for pair in ${budget_overrides//,/ }; do
+    name=${pair%%=*} seconds=${pair#*=}
+    if [ -z "${limit[$name]+set}" ] || ! [[ $seconds =~ ^[0-9]+$ ]]; then
+        echo "HVD_GPU_CHECK_BUDGET: $pair is not check=seconds for one of: ${checks[*]}" >&2
+        exit 2
+    fi
+    limit[$name]=$seconds
+done
 
-# CUDA's libraries from PyTorch's wheels (nvidia/*/lib), which candle's CUDA build links.
-nvidia_libs=$(python3 -c 'import glob, os, nvidia; print(":".join(sorted(glob.glob(os.path.join(list(nvidia.__path__)[0], "*", "lib")))))' 2>/dev/null)
-[ -n "$nvidia_libs" ] && export LD_LIBRARY_PATH=$nvidia_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-
-# NCCL: the system's, or the one PyTorch's wheels install.
-if [ -z "${HVD_NCCL_LIBRARY:-}" ] && ! ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2 '; then
-    nccl=$(python3 -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null)
-    [ -n "$nccl" ] && export HVD_NCCL_LIBRARY=$nccl
-fi
-line=$("$bin/hvdrun" --check-build 2>&1 | grep '^  nccl' | sed 's/^  nccl  //')
-case "$line" in
-    NCCL*) pass nccl "$line" ;;
-    *) fail nccl "${line:-hvdrun --check-build lists no nccl}" ;;
+case "${1:-}" in
+    "") ;;
+    --budget)
+        total=0
+        for check in "${checks[@]}"; do
+            printf '%-16s %4d\n' "$check" "${limit[$check]}"
+            total=$((total + limit[$check]))
+        done
+        printf '%-16s %4d\n' total "$total"
+        exit 0
+        ;;
+    *)
+        echo "usage: $0 [--budget]" >&2
+        exit 2
+        ;;
 esac
 
-# Several ranks on fewer GPUs: each process poses as a host of its own (NCCL before 2.30).
+here=$(cd "$(dirname "$0")" && pwd)
+bin=$here/bin
+logs=${HVD_GPU_CHECK_LOGS:-$here/logs}
+mkdir -p "$logs" || exit 2
+work=$(mktemp -d)
+child=
+trap 'rm -rf "$work"' EXIT
+# Ctrl-C or a kill stops the running command too: it runs in a process group of its own.
+trap '[ -n "$child" ] && kill -TERM "$child" 2>/dev/null; exit 130' INT TERM
+
+pass() { outcome=PASS figure=$1; }
+fail() { outcome=FAIL figure=$1; }
+
+# Why a check failed, from its log: the first error a rank printed, else the last line
+# (leaving out the commands that step writes there).
+why() {
+    grep -m1 'ERROR' "$log" || grep -v -e '^\s*$' -e '^\$ ' "$log" | tail -n 1
+}
+
+# Runs one command of the current check, its output appended to the check's log, within
+# what is left of the check's time limit (or `--within N` seconds, if less). A command
+# that outlives it gets SIGTERM (hvdrun then stops its ranks) and SIGKILL `grace` seconds
+# later, both inside the limit; the check is then marked as timed out.
+grace=3
+step() {
+    local left=$((deadline - SECONDS - grace))
+    if [ "$1" = --within ]; then
+        [ "$2" -lt "$left" ] && left=$2
+        shift 2
+    fi
+    if [ "$left" -lt 1 ]; then
+        timed_out=1
+        return 124
+    fi
+    printf '$ %s\n' "$*" >>"$log"
+    local start=$SECONDS status
+    timeout -k "$grace" "$left" "$@" >>"$log" 2>&1 &
+    child=$!
+    wait "$child"
+    status=$?
+    child=
+    if { [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; } && [ $((SECONDS - start)) -ge "$left" ]; then
+        timed_out=1
+    fi
+    return "$status"
+}
+
+# Passes or fails the check on the "PASS figure" or "FAIL figure" line a verdict prints;
+# a verdict that prints neither (no result to judge) fails with the log's reason.
+judge() {
+    local verdict
+    verdict=$("$@" 2>>"$log")
+    case "$verdict" in
+        PASS\ *) pass "${verdict#PASS }" ;;
+        FAIL\ *) fail "${verdict#FAIL }" ;;
+        *) fail "no result: $(why)" ;;
+    esac
+}
+
+# Several ranks on fewer GPUs: each of gpu_check's processes poses as a host of its own
+# (NCCL before 2.30 refuses two ranks of a communicator on one GPU otherwise), and
+# NCCL's socket transport between them runs over loopback.
 share() {
     if [ "$1" -gt "$gpus" ]; then
         export HVD_GPU_CHECK_SHARED=1 NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
@@ -54,110 +133,221 @@ share() {
     fi
 }
 
-for np in 1 2 4; do
-    share "$np"
-    out=$(timeout 1200 "$bin/hvdrun" -np "$np" "$bin/gpu_check" conformance 2>&1)
-    status=$?
-    passed=$(printf '%s\n' "$out" | grep -c 'PASSED')
-    if [ "$status" -eq 0 ] && [ "$passed" -eq "$np" ]; then
-        pass "conformance-$np" "$np rank(s): $(printf '%s\n' "$out" | grep -m1 -o 'PASSED.*' | sed 's/PASSED //')"
-    else
-        fail "conformance-$np" "exit $status: $(last_line "$out")"
+gpus=0
+check_driver() {
+    local libcuda=${HVD_GPU_CHECK_LIBCUDA-$(ldconfig -p 2>/dev/null | awk '/libcuda\.so\.1 /{print $NF; exit}')}
+    if [ -z "$libcuda" ] || [ ! -e "$libcuda" ]; then
+        fail "no NVIDIA driver here (libcuda.so.1 not found): run this bundle on a machine with a GPU"
+        return
     fi
-done
+    step nvidia-smi -L
+    gpus=$(grep -c '^GPU' "$log")
+    if [ "$gpus" -lt 1 ]; then
+        fail "the driver is there ($libcuda) but nvidia-smi lists no GPU"
+        return
+    fi
+    export HVD_CUDA_LIBRARY=$libcuda
+    pass "$libcuda, $gpus GPU(s)"
+}
 
-share 3
-out=$(HVD_BACKEND=nccl timeout 600 "$bin/hvdrun" -np 3 "$bin/gpu_check" killed 2>&1)
-verdict="rank 1 failed first (killed by signal 9); ranks 0, 2 failed because they lost rank 1"
-if printf '%s\n' "$out" | grep -qF "$verdict" \
-    && [ "$(printf '%s\n' "$out" | grep -c 'ERROR: rank [02]: lost rank 1 during')" -eq 2 ]; then
-    pass killed-rank "both survivors and hvdrun named rank 1"
-else
-    fail killed-rank "$(last_line "$out")"
-fi
+check_nccl() {
+    # CUDA's libraries from PyTorch's wheels (nvidia/*/lib), which candle's CUDA build links.
+    local nvidia_libs nccl line
+    nvidia_libs=$(python3 -c 'import glob, os, nvidia; print(":".join(sorted(glob.glob(os.path.join(list(nvidia.__path__)[0], "*", "lib")))))' 2>/dev/null)
+    [ -n "$nvidia_libs" ] && export LD_LIBRARY_PATH=$nvidia_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    # NCCL: the system's, or the one PyTorch's wheels install.
+    if [ -z "${HVD_NCCL_LIBRARY:-}" ] && ! ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2 '; then
+        nccl=$(python3 -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null)
+        [ -n "$nccl" ] && export HVD_NCCL_LIBRARY=$nccl
+    fi
+    echo "HVD_NCCL_LIBRARY=${HVD_NCCL_LIBRARY:-} LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}" >>"$log"
+    step "$bin/hvdrun" --check-build
+    line=$(grep '^  nccl' "$log" | sed 's/^  nccl  //')
+    case "$line" in
+        NCCL*) pass "$line" ;;
+        *) fail "${line:-hvdrun --check-build lists no nccl}" ;;
+    esac
+}
 
-share 2
-timeline=$work/timeline.json
-out=$(HVD_BACKEND=nccl HVD_TIMELINE=$timeline timeout 600 "$bin/hvdrun" -np 2 "$bin/gpu_check" ops 2>&1)
-status=$?
-if [ "$status" -eq 0 ] && grep -q '"NCCL_ALLREDUCE"' "$timeline" 2>/dev/null \
-    && grep -q '"MEMCPY_IN_FUSION_BUFFER"' "$timeline"; then
-    pass ops-timeline "device collectives checked; the Timeline shows NCCL_ALLREDUCE and the device fusion copies"
-else
-    fail ops-timeline "exit $status: $(last_line "$out")"
-fi
+check_conformance() {
+    share "$1"
+    step "$bin/hvdrun" -np "$1" "$bin/gpu_check" conformance || {
+        fail "exit $?: $(why)"
+        return
+    }
+    if [ "$(grep -c 'PASSED' "$log")" -eq "$1" ]; then
+        pass "$1 rank(s): $(grep -m1 -o 'PASSED.*' "$log" | sed 's/PASSED //')"
+    else
+        fail "$(grep -c 'PASSED' "$log") of $1 rank(s) passed: $(why)"
+    fi
+}
 
-# Device Tensor Fusion: 200 tensors of 64 KiB fused, unfused, and as one tensor.
-out=$(timeout 900 "$bin/hvd-bench" fusion --np 2 --backend nccl --json 2>&1)
-verdict=$(printf '%s\n' "$out" | python3 -c '
+check_killed_rank() {
+    share 3
+    HVD_BACKEND=nccl step "$bin/hvdrun" -np 3 "$bin/gpu_check" killed
+    if grep -qF "rank 1 failed first (killed by signal 9); ranks 0, 2 failed because they lost rank 1" "$log" \
+        && [ "$(grep -c 'ERROR: rank [02]: lost rank 1 during' "$log")" -eq 2 ]; then
+        pass "both survivors and hvdrun named rank 1"
+    else
+        fail "$(grep -v -e '^\s*$' -e '^\$ ' "$log" | tail -n 1)"
+    fi
+}
+
+check_ops_timeline() {
+    share 2
+    local timeline=$logs/ops-timeline.json
+    rm -f "$timeline"
+    HVD_BACKEND=nccl HVD_TIMELINE=$timeline step "$bin/hvdrun" -np 2 "$bin/gpu_check" ops || {
+        fail "exit $?: $(why)"
+        return
+    }
+    if grep -q '"NCCL_ALLREDUCE"' "$timeline" 2>/dev/null && grep -q '"MEMCPY_IN_FUSION_BUFFER"' "$timeline"; then
+        pass "device collectives checked; the Timeline shows NCCL_ALLREDUCE and the device fusion copies"
+    else
+        fail "the Timeline ($timeline) lacks NCCL_ALLREDUCE or MEMCPY_IN_FUSION_BUFFER"
+    fi
+}
+
+# hvd-bench fusion's median step times (µs) from the check's log, for the verdicts below:
+# 200 tensors of 64 KiB fused (on) and unfused (off), and their bytes as one tensor.
+fusion_times='
 import json, sys
-rows = {}
-for line in sys.stdin:
+times = {}
+for line in open(sys.argv[1]):
     if line.startswith("{"):
         row = json.loads(line)
-        rows[row["variant"]] = row["time_us_median"]
-on, off, one = rows["fusion on"], rows["fusion off"], rows["one tensor"]
-ok = on <= 1.5 * one and off >= 5 * on
-print(("PASS" if ok else "FAIL") + f" fused {on / 1e3:.2f} ms = {on / one:.2f}x one tensor (at most 1.5x), unfused {off / 1e3:.2f} ms = {off / on:.1f}x fused (at least 5x)")
-' 2>&1)
-case "$verdict" in
-    PASS*) pass fusion "${verdict#PASS }" ;;
-    FAIL*) fail fusion "${verdict#FAIL }" ;;
-    *) fail fusion "$(last_line "$out") $(last_line "$verdict")" ;;
-esac
+        times[row["variant"]] = row["time_us_median"]
+on, off, one = times["fusion on"], times["fusion off"], times["one tensor"]
+'
+
+# Device Tensor Fusion across 2 ranks: the fused step is almost one tensor's.
+check_fusion() {
+    share 2
+    step "$bin/hvd-bench" fusion --np 2 --backend nccl --iters 8 --json || {
+        fail "exit $?: $(why)"
+        return
+    }
+    judge python3 -c "$fusion_times"'
+ok = on <= 1.2 * one and off >= 5 * on
+print(("PASS" if ok else "FAIL") + f" fused {on / 1e3:.2f} ms = {on / one:.2f}x one tensor (at most 1.2x), unfused {off / 1e3:.2f} ms = {off / on:.1f}x fused (at least 5x)")
+' "$log"
+}
+
+# The runtime's own cost per fused tensor, where no wire hides it: one rank.
+check_fusion_overhead() {
+    share 1
+    step "$bin/hvd-bench" fusion --np 1 --backend nccl --iters 50 --json || {
+        fail "exit $?: $(why)"
+        return
+    }
+    judge python3 -c "$fusion_times"'
+above = on - one
+ok = above <= 0.5 * 200
+print(("PASS" if ok else "FAIL") + f" 200 x 64 KiB fused {on:.1f} us, one tensor {one:.1f} us: {above:+.1f} us, {above / 200:.2f} us per tensor (at most 0.5)")
+' "$log"
+}
 
 # hvd-bench over NCCL beside torch.distributed over NCCL: the peer's time over hvd's.
-sizes=1M,64M,256M
-hvd_rows=$(timeout 900 "$bin/hvd-bench" allreduce --np 2 --backend nccl --sizes $sizes --json 2>&1)
-torch_rows=$(timeout 900 python3 "$here/python/torch_dist_bench.py" --backend nccl --world 2 --sizes $sizes 2>&1)
-verdict=$(python3 -c '
+check_bench() {
+    local sizes=1M,64M,256M hvd_rows=$work/bench-hvd.jsonl torch_rows=$work/bench-torch.jsonl share_gpu=
+    share 2
+    step --within 20 "$bin/hvd-bench" allreduce --np 2 --backend nccl --sizes $sizes --json || {
+        fail "hvd-bench exit $?: $(why)"
+        return
+    }
+    grep '^{' "$log" >"$hvd_rows"
+    if [ "$gpus" -lt 2 ]; then
+        # hvd's ranks take host ids of their own; torch.distributed's need telling.
+        echo "torch.distributed: 2 ranks on $gpus GPU: each sets NCCL_HOSTID=peer-<rank> (--share-gpu)" >>"$log"
+        share_gpu=--share-gpu
+    fi
+    local before
+    before=$(wc -l <"$log")
+    step python3 "$here/python/torch_dist_bench.py" --backend nccl --world 2 --sizes $sizes $share_gpu || {
+        fail "torch_dist_bench.py exit $?: $(why)"
+        return
+    }
+    tail -n +$((before + 1)) "$log" | grep '^{' >"$torch_rows"
+    judge python3 -c '
 import json, sys
-def rows(text):
-    return {r["bytes"]: r["time_us_median"] for r in (json.loads(l) for l in text.splitlines() if l.startswith("{"))}
+def rows(path):
+    return {r["bytes"]: r["time_us_median"] for r in (json.loads(l) for l in open(path))}
 hvd, torch = rows(sys.argv[1]), rows(sys.argv[2])
 common = sorted(set(hvd) & set(torch))
-if not common:
-    print("FAIL no common sizes measured")
-else:
+if common:
     print("PASS speed-up over torch.distributed NCCL (its time / hvd time): " + ", ".join(f"{b >> 20} MiB {torch[b] / hvd[b]:.2f}x" for b in common))
-' "$hvd_rows" "$torch_rows" 2>&1)
-case "$verdict" in
-    PASS*) pass bench "${verdict#PASS }" ;;
-    *) fail bench "${verdict#FAIL } (hvd: $(last_line "$hvd_rows"); torch: $(last_line "$torch_rows"))" ;;
-esac
+else:
+    print("FAIL no size measured by both")
+' "$hvd_rows" "$torch_rows"
+}
 
 # hvd.torch on CUDA tensors with DistributedOptimizer: Horovod's MNIST recipe.
-wheel=$(ls "$here"/python/hvd-*.whl 2>/dev/null | head -n 1)
-if [ -z "$wheel" ]; then
-    fail torch "not in this bundle: it was built without the hvd wheel"
-else
-    python3 -m zipfile -e "$wheel" "$work/py"
-    out=$(PYTHONPATH=$work/py${PYTHONPATH:+:$PYTHONPATH} timeout 1200 "$bin/hvdrun" -np 2 python3 "$here/python/train_mnist.py" --epochs 1 2>&1)
-    status=$?
-    if [ "$status" -eq 0 ] && printf '%s\n' "$out" | grep -qi 'accuracy'; then
-        pass torch "$(printf '%s\n' "$out" | grep -i 'accuracy' | tail -n 1)"
-    else
-        fail torch "exit $status: $(last_line "$out")"
+check_torch() {
+    local wheel
+    wheel=$(ls "$here"/python/hvd-*.whl 2>/dev/null | head -n 1)
+    if [ -z "$wheel" ]; then
+        fail "not in this bundle: it was built without the hvd wheel"
+        return
     fi
-fi
+    step python3 -m zipfile -e "$wheel" "$work/py" || {
+        fail "cannot unpack $wheel: $(why)"
+        return
+    }
+    share 2
+    PYTHONPATH=$work/py${PYTHONPATH:+:$PYTHONPATH} step "$bin/hvdrun" -np 2 python3 "$here/python/train_mnist.py" \
+        --epochs 1 --synthetic --synthetic-size 12000 || {
+        fail "exit $?: $(why)"
+        return
+    }
+    if grep -q 'Accuracy' "$log"; then
+        pass "$(grep 'Accuracy' "$log" | tail -n 1)"
+    else
+        fail "no test accuracy printed: $(why)"
+    fi
+}
 
-if [ -f "$bin/train_mnist.gz" ]; then
-    gzip -dc "$bin/train_mnist.gz" > "$work/train_mnist" && chmod +x "$work/train_mnist"
-    result=""
-    # train_mnist takes the GPU of its local rank: as many ranks as GPUs, at most 2.
-    ranks=1
+# candle's MNIST example on CUDA; it takes the GPU of its local rank, so as many ranks as
+# GPUs, at most 2.
+check_train_mnist() {
+    if [ ! -f "$bin/train_mnist.gz" ]; then
+        fail "not in this bundle: it was built without candle's CUDA support"
+        return
+    fi
+    gzip -dc "$bin/train_mnist.gz" >"$work/train_mnist" && chmod +x "$work/train_mnist"
+    local ranks=1 np
     [ "$gpus" -ge 2 ] && ranks="1 2"
     for np in $ranks; do
-        out=$(HVD_BACKEND=nccl timeout 1200 "$bin/hvdrun" -np "$np" "$work/train_mnist" --device cuda --epochs 1 2>&1)
-        status=$?
-        if [ "$status" -ne 0 ] || ! printf '%s\n' "$out" | grep -q 'test accuracy'; then
-            result="exit $status at $np rank(s): $(last_line "$out")"
-            break
-        fi
+        share "$np"
+        HVD_BACKEND=nccl step "$bin/hvdrun" -np "$np" "$work/train_mnist" --device cuda --epochs 1 || {
+            fail "exit $? at $np rank(s): $(why)"
+            return
+        }
     done
-    if [ -z "$result" ]; then pass train_mnist "$(echo $ranks | sed 's/ / and /') rank(s) trained on CUDA"; else fail train_mnist "$result"; fi
-else
-    fail train_mnist "not in this bundle: it was built without candle's CUDA support"
-fi
+    if [ "$(grep -c 'test accuracy' "$log")" -eq "$(echo $ranks | wc -w)" ]; then
+        pass "$(echo $ranks | sed 's/ / and /') rank(s) trained on CUDA: $(grep 'test accuracy' "$log" | tail -n 1 | sed 's/  */ /g')"
+    else
+        fail "no test accuracy printed: $(why)"
+    fi
+}
 
+failed=0
+for check in "${checks[@]}"; do
+    log=$logs/$check.log
+    : >"$log"
+    deadline=$((SECONDS + limit[$check])) timed_out=0 outcome=FAIL figure="the check gave no verdict"
+    if [ "$check" != driver ] && [ "$gpus" -lt 1 ]; then
+        fail "not run: no GPU"
+    else
+        case "$check" in
+            conformance-*) check_conformance "${check#conformance-}" ;;
+            *) "check_${check//-/_}" ;;
+        esac
+    fi
+    if [ "$timed_out" = 1 ]; then
+        fail "timed out after ${limit[$check]} s (its log's last line: $(grep -v -e '^\s*$' "$log" | tail -n 1))"
+    fi
+    [ "$outcome" = PASS ] || failed=1
+    echo "$outcome $check${figure:+: $figure}" | tee -a "$log"
+done
+echo "each check's whole output: $logs/<check>.log" >&2
 exit $failed

@@ -82,7 +82,8 @@ commands:
       the hvd wheel and the scripts into a bundle under 60 MiB, and run its `run`
       script here; with --bundle, only build it into DIR, to copy to a machine with a
       GPU (a driver, NCCL and PyTorch; no Rust needed) and run DIR/run there. Prints one
-      PASS/FAIL line per check and the timing ratios.
+      PASS/FAIL line per check with the figure that decided it, within 5 minutes, and
+      keeps each check's whole output in DIR/logs/<check>.log.
   fuzz [--seconds 12 | --runs N]
       Run every fuzz target (needs cargo-fuzz) from its kept corpus: every decoder of
       bytes another process sends.
