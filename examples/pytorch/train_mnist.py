@@ -8,7 +8,8 @@ It reads MNIST through torchvision (`pip install torchvision`; downloaded into
 --data-dir if missing). Without torchvision, or with --synthetic, it trains on a synthetic
 stand-in of the same shape, built the same way on every rank (see `synthetic_mnist`).
 Besides the import, three deprecated calls of the original are updated (log_softmax's dim,
-nll_loss's reduction, torch.as_tensor for a tensor), so current torch prints no warnings.
+nll_loss's reduction, torch.as_tensor for a tensor), so current torch prints no warnings,
+and the GPU is its local rank modulo the GPUs, so more ranks than GPUs share them.
 """
 import argparse
 import os
@@ -187,8 +188,8 @@ if __name__ == '__main__':
     torch.manual_seed(args.seed)
 
     if args.cuda:
-        # Horovod: pin GPU to local rank.
-        torch.cuda.set_device(hvd.local_rank())
+        # Horovod: pin GPU to local rank (ranks beyond the GPUs share them).
+        torch.cuda.set_device(hvd.local_rank() % torch.cuda.device_count())
         torch.cuda.manual_seed(args.seed)
 
     # Horovod: limit # of CPU threads to be used per worker.
