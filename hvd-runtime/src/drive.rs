@@ -126,7 +126,7 @@ impl Driver {
             self.queue.wait_for_work(cycle_time, busy);
             // Let a burst finish arriving; a caller that just submitted may wait on that
             // submission now, and drive.
-            self.queue.settle();
+            self.queue.settle(cycle_time);
             if self.caller_driving.load(Ordering::Acquire) {
                 continue;
             }

@@ -12,8 +12,11 @@ use super::poll::{QUEUE_POLL, poll_until};
 use super::request::{Name, Request};
 use super::work::Work;
 
-/// The most yields the background thread spends letting a burst of submissions finish.
-const SETTLE_YIELDS: usize = 64;
+/// A burst counts as over once the queue has not grown for this share of the cycle time.
+/// Not one yield: on a host with idle cores a yield returns sooner than the submitting
+/// thread makes its next tensor, and a burst split over many cycles pays a device round
+/// trip (a wait for the GPU) per cycle instead of one.
+const SETTLE_QUIET_SHARE: u32 = 10;
 
 /// One submitted collective: what the ranks negotiate, and what this rank runs.
 pub(crate) struct Submission {
@@ -123,20 +126,21 @@ impl Queue {
     }
 
     /// A burst (a backward pass releasing its gradients) may still be arriving: gives the
-    /// submitting threads the core until the queue stops growing, so the burst travels in
-    /// one cycle instead of many. A lone tensor waits for one yield.
-    pub fn settle(&self) {
-        let mut seen = self.lock().submissions.len();
-        for _ in 0..SETTLE_YIELDS {
-            if seen == 0 {
-                return;
-            }
+    /// submitting threads the core until the queue has stopped growing for a tenth of
+    /// `cycle`, and for at most `cycle`, so the burst travels in one cycle instead of many.
+    /// A caller that waits on its lone tensor takes it meanwhile and runs it at once.
+    pub fn settle(&self, cycle: Duration) {
+        let start = Instant::now();
+        let quiet = cycle / SETTLE_QUIET_SHARE;
+        let (mut seen, mut grew) = (self.lock().submissions.len(), start);
+        while seen > 0 && start.elapsed() < cycle {
             std::thread::yield_now();
             let now = self.lock().submissions.len();
-            if now == seen {
+            if now != seen {
+                (seen, grew) = (now, Instant::now());
+            } else if grew.elapsed() >= quiet {
                 return;
             }
-            seen = now;
         }
     }
 
