@@ -209,3 +209,104 @@ fn a_batch_of_small_device_tensors_is_one_copy_in_one_allreduce_and_one_copy_out
         }
     });
 }
+
+/// Marks the start of a step in the double's trace (a line of the test's own, appended
+/// as the double appends its calls).
+fn mark_step() {
+    use std::io::Write;
+    let path = std::env::var_os(hvd_gpu_double::TRACE_VAR).unwrap();
+    let mut file = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+    writeln!(file, "{} step", std::process::id()).unwrap();
+}
+
+/// One step's device calls, counted from the trace.
+#[derive(Debug, Default, Clone, Copy)]
+struct StepCalls {
+    allocations: usize,
+    /// Host waits for the device: hvd's (an event recorded and polled, not waited on by
+    /// a stream) and the driver's blocking ones.
+    synchronisations: usize,
+    copies: usize,
+    reductions: usize,
+}
+
+/// The calls of each step the test marked.
+fn steps(trace: &hvd_gpu_double::Trace) -> Vec<StepCalls> {
+    let mut steps: Vec<StepCalls> = Vec::new();
+    let lines = &trace.lines;
+    for (i, line) in lines.iter().enumerate() {
+        if line.function == "step" {
+            steps.push(StepCalls::default());
+            continue;
+        }
+        let Some(step) = steps.last_mut() else {
+            continue;
+        };
+        match line.function.as_str() {
+            "cuMemAlloc_v2" => step.allocations += 1,
+            "cuStreamSynchronize" | "cuEventSynchronize" | "cuCtxSynchronize" => {
+                step.synchronisations += 1
+            }
+            "cuEventRecord"
+                if lines.get(i + 1).map(|l| l.function.as_str()) != Some("cuStreamWaitEvent") =>
+            {
+                step.synchronisations += 1
+            }
+            "cuMemcpyBatchAsync_v2" | "cuMemcpyDtoDAsync_v2" => step.copies += 1,
+            "ncclAllReduce" => step.reductions += 1,
+            _ => {}
+        }
+    }
+    steps
+}
+
+#[test]
+fn fused_steps_of_device_tensors_allocate_nothing_and_wait_per_batch_not_per_tensor() {
+    const TEST: &str =
+        "fused_steps_of_device_tensors_allocate_nothing_and_wait_per_batch_not_per_tensor";
+    const TENSORS: usize = 200;
+    const LEN: usize = 16;
+    const STEPS: usize = 5;
+    if let Some(trace) = traced_child(TEST) {
+        let steps = steps(&trace);
+        // The last mark starts the check of the results, not a step.
+        assert_eq!(steps.len(), STEPS + 1, "{steps:?}");
+        for (i, step) in steps.iter().enumerate().take(STEPS).skip(1) {
+            assert!(
+                // The fusion buffer grows once more if the first step's burst split.
+                step.allocations <= 1
+                    && step.reductions == 1
+                    && step.copies == 2
+                    && step.synchronisations <= 2,
+                "step {i}: the burst of {TENSORS} tensors as one fused round (one allreduce, \
+                 a batched copy in and one out, at most two waits, no allocation per tensor): {step:?}"
+            );
+        }
+        return;
+    }
+    // The benchmark's step: a burst of asynchronous allreduces, released one by one as a
+    // backward pass releases gradients, then every handle waited for.
+    job(1, |hvd, memory| {
+        let names: Vec<String> = (0..TENSORS).map(|i| format!("grad.{i}")).collect();
+        let mut held: Vec<DeviceVec<f32>> = (0..TENSORS)
+            .map(|i| floats(&memory, &[i as f32; LEN]))
+            .collect();
+        for _ in 0..STEPS {
+            mark_step();
+            let handles: Vec<_> = names
+                .iter()
+                .zip(std::mem::take(&mut held))
+                .map(|(name, t)| {
+                    let released = std::time::Instant::now();
+                    while released.elapsed() < Duration::from_micros(3) {}
+                    hvd.allreduce_async(name, t, ReduceOp::Sum).unwrap()
+                })
+                .collect();
+            held = handles.into_iter().map(|h| h.wait().unwrap()).collect();
+        }
+        mark_step();
+        for (i, t) in held.iter().enumerate() {
+            assert_eq!(t.to_vec().unwrap(), [i as f32; LEN], "tensor {i}");
+        }
+    });
+}
