@@ -344,7 +344,8 @@ fn a_rank_that_aborts_ends_its_peers_waits_with_a_remote_error() {
     let results = ranks(2, |rank, r| {
         let buf = alloc(4);
         if rank == 1 {
-            ok(ncclCommAbort(r.comm), "abort");
+            // A non-blocking communicator is reclaimed in the background, as NCCL says.
+            assert_eq!(ncclCommAbort(r.comm), crate::nccl::IN_PROGRESS, "abort");
             return (0, String::new());
         }
         ncclAllReduce(buf, buf, 1, 7, 0, r.comm, r.stream);
@@ -355,5 +356,40 @@ fn a_rank_that_aborts_ends_its_peers_waits_with_a_remote_error() {
     assert_eq!(
         results[0].1,
         "rank 1 left the communicator (aborted or destroyed it) during call 1"
+    );
+}
+
+#[test]
+fn a_non_blocking_split_hands_back_its_communicator_only_once_the_parent_is_ready() {
+    let results = ranks(2, |rank, r| {
+        // Rank 0 alone in one sub-group, rank 1 in none.
+        let color = if rank == 0 { 5 } else { -1 };
+        let slot = Box::new(usize::MAX);
+        let slot = Box::into_raw(slot);
+        // SAFETY: `slot` stays valid until the parent is ready (freed below).
+        let code = unsafe { ncclCommSplit(r.comm, color, 0, slot, std::ptr::null()) };
+        assert_eq!(code, crate::nccl::IN_PROGRESS, "a non-blocking split");
+        // SAFETY: the double wrote the slot before returning.
+        let at_return = unsafe { slot.read_volatile() };
+        let state = wait_ready(r.comm);
+        // SAFETY: NCCL's thread is done with the slot once the parent is ready.
+        let after = unsafe { *Box::from_raw(slot) };
+        (at_return, state, after)
+    });
+    let (at_return, state, child) = results[0];
+    assert_eq!((at_return, state), (0, 0), "null until the split ends");
+    assert_ne!(
+        child, 0,
+        "rank 0's new communicator, once the parent is ready"
+    );
+    assert_eq!(wait_ready(child), 0, "{}", last_error(child));
+    let mut count = 0;
+    // SAFETY: `count` is a valid output.
+    ok(unsafe { ncclCommCount(child, &mut count) }, "count");
+    assert_eq!(count, 1);
+    assert_eq!(
+        results[1],
+        (0, 0, 0),
+        "no communicator for NCCL_SPLIT_NOCOLOR"
     );
 }

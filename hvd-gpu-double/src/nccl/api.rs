@@ -264,9 +264,12 @@ pub unsafe extern "C" fn ncclCommSplit(
         // SAFETY: the caller's contract.
         let blocking = unsafe { blocking(config) }?.unwrap_or(parent.blocking);
         let child = (color != SPLIT_NOCOLOR).then(|| Member::new(None, parent.ordinal, blocking));
-        let handle = child.as_ref().map_or(0, |c| COMMS.insert(c.clone()));
+        // As NCCL 2.28 does: `newcomm` stays null until the split has ended, and is then
+        // written from the thread that formed it, before the parent stops being in
+        // progress. A caller must wait on the parent before it reads `newcomm`.
         // SAFETY: the caller's contract.
-        unsafe { put(newcomm, handle) }?;
+        unsafe { put(newcomm, 0) }?;
+        let out = newcomm as usize;
         let work = {
             let parent = parent.clone();
             let child = child.clone();
@@ -279,19 +282,37 @@ pub unsafe extern "C" fn ncclCommSplit(
                 Ok(())
             }
         };
-        if blocking {
-            return work().map(|()| SUCCESS);
+        // NCCL hands back the child whether the split worked or not (a failed one reports
+        // its error through `ncclCommGetAsyncError`).
+        let hand_back = move |child: &Option<Arc<Member>>| {
+            let handle = child.as_ref().map_or(0, |c| COMMS.insert(c.clone()));
+            // SAFETY: the caller's contract: `newcomm` stays valid until the split ends.
+            unsafe { (out as *mut usize).write(handle) };
+        };
+        if parent.blocking {
+            let outcome = work();
+            if let (Err(failure), Some(child)) = (&outcome, &child) {
+                child.fail(failure.clone());
+            }
+            hand_back(&child);
+            return outcome.map(|()| SUCCESS);
         }
-        let both: Vec<Arc<Member>> = std::iter::once(parent).chain(child).collect();
-        both.iter().for_each(|m| m.begin_background());
+        parent.begin_background();
+        let polls = parent.polls();
         std::thread::spawn(move || {
             let outcome = work();
-            for m in &both {
-                if let Err(failure) = &outcome {
-                    m.fail(failure.clone());
+            if let Err(failure) = &outcome {
+                parent.fail(failure.clone());
+                if let Some(child) = &child {
+                    child.fail(failure.clone());
                 }
-                m.end_background();
             }
+            // Real NCCL may end a split before the caller looks; the double waits (briefly)
+            // until the caller has looked at the parent at least once, so that a caller
+            // reading `newcomm` without waiting always finds it null, not only sometimes.
+            parent.await_poll_after(polls, std::time::Duration::from_secs(2));
+            hand_back(&child);
+            parent.end_background();
         });
         Ok(IN_PROGRESS)
     })();
@@ -304,6 +325,7 @@ pub unsafe extern "C" fn ncclCommSplit(
 pub unsafe extern "C" fn ncclCommGetAsyncError(comm: usize, error: *mut NcclResult) -> NcclResult {
     let outcome = member(comm).and_then(|m| {
         injected("ncclCommGetAsyncError", Some(m.rank()))?;
+        m.polled();
         // SAFETY: the caller's contract.
         unsafe { put(error, m.async_error()) }.map(|()| SUCCESS)
     });
@@ -323,7 +345,9 @@ pub extern "C" fn ncclCommAbort(comm: usize) -> NcclResult {
         .map(|m| {
             trace!("ncclCommAbort", "rank={}", m.rank());
             m.leave(true);
-            SUCCESS
+            // NCCL reclaims a non-blocking communicator on a thread of its own and says
+            // so; the handle is gone either way.
+            if m.blocking { SUCCESS } else { IN_PROGRESS }
         });
     result(None, outcome)
 }

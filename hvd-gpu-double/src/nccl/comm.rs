@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use super::host::{self, Place};
 use super::reduce::{Dtype, RedOp};
 use super::segment::{GONE, JOINED, Segment, Stop, wait_for_all};
 use super::{Failure, IN_PROGRESS, INVALID_USAGE, REMOTE_ERROR, SUCCESS, SYSTEM_ERROR};
@@ -78,6 +79,8 @@ pub(crate) struct Member {
     /// Stream tasks queued and not yet run.
     pub outstanding: AtomicU32,
     splits: AtomicU32,
+    /// Calls of `ncclCommGetAsyncError` on this communicator.
+    polls: AtomicU32,
     next_op: AtomicI32,
     pub redops: Mutex<HashMap<i32, (Dtype, RedOp)>>,
     last_error: Mutex<CString>,
@@ -99,6 +102,7 @@ impl Member {
             wire: Mutex::new(Wire::default()),
             outstanding: AtomicU32::new(0),
             splits: AtomicU32::new(0),
+            polls: AtomicU32::new(0),
             next_op: AtomicI32::new(5),
             redops: Mutex::new(HashMap::new()),
             last_error: Mutex::new(CString::default()),
@@ -149,6 +153,24 @@ impl Member {
         if status.error.is_none() {
             self.set_last_error(&failure.message);
             status.error = Some(failure);
+        }
+    }
+
+    /// Counts a look at the asynchronous state.
+    pub(crate) fn polled(&self) {
+        self.polls.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Looks at the asynchronous state so far.
+    pub(crate) fn polls(&self) -> u32 {
+        self.polls.load(Ordering::Acquire)
+    }
+
+    /// Waits until the state has been looked at more than `seen` times, or `at_most`.
+    pub(crate) fn await_poll_after(&self, seen: u32, at_most: Duration) {
+        let deadline = std::time::Instant::now() + at_most;
+        while self.polls() == seen && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_micros(50));
         }
     }
 
@@ -231,6 +253,8 @@ impl Member {
                 ),
             ));
         }
+        control.host.store(host::host_hash(), Ordering::Relaxed);
+        control.device.store(self.ordinal, Ordering::Relaxed);
         control.state.store(JOINED, Ordering::Release);
         segment.attached().fetch_add(1, Ordering::AcqRel);
         let size = self.size() as u32;
@@ -240,6 +264,17 @@ impl Member {
         // Whether everyone came or not, no one may join any more.
         segment.unlink();
         joined.map_err(|stop| stop_failure(stop, "initialisation"))?;
+        let places: Vec<Place> = (0..self.size())
+            .map(|r| {
+                let c = segment.control(r);
+                Place {
+                    pid: c.pid.load(Ordering::Acquire),
+                    host: c.host.load(Ordering::Relaxed),
+                    device: c.device.load(Ordering::Relaxed),
+                }
+            })
+            .collect();
+        host::check_devices(self.rank(), &places, crate::fault::nccl_version())?;
         let _ = self.segment.set(segment);
         Ok(())
     }
