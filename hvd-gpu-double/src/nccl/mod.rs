@@ -3,6 +3,7 @@
 pub(crate) mod api;
 mod comm;
 mod group;
+mod host;
 mod ops;
 mod reduce;
 mod segment;

@@ -38,6 +38,9 @@ pub(crate) struct Control {
     pub color: AtomicI32,
     pub key: AtomicI32,
     pub sig_len: [AtomicU32; 2],
+    /// The rank's host hash and device, for NCCL's check of ranks sharing a GPU.
+    pub host: AtomicU64,
+    pub device: AtomicU32,
 }
 
 /// A mapped segment.
