@@ -69,6 +69,12 @@ impl NcclCollective {
         let nccl = library::load(&config.nccl_library)?;
         let driver = driver::load(&config.cuda_library)?;
         let ordinal = crate::device_of(&config, topology.local_rank())?;
+        crate::sharing::share_devices(
+            topology.local_rank(),
+            topology.local_size(),
+            crate::cuda::device_count(driver)?,
+            nccl.version,
+        );
         let device = Arc::new(Device::open(driver, ordinal)?);
         let started = Instant::now();
         let stream = {
@@ -286,30 +292,15 @@ impl NcclCollective {
                 cause: format!("rank {rank}: the NCCL communicator was aborted"),
             });
         };
-        let split = parent.split(color, position.unwrap_or(0) as c_int);
-        let settled = match &split {
-            Err(text) => Some(Seen::Failed(text.clone())),
-            Ok(child) => {
-                let waited = [Some(&parent), child.as_ref()]
-                    .into_iter()
-                    .flatten()
-                    .map(|c| c.wait(self.config.start_timeout))
-                    .find(|s| *s != State::Ready);
-                match waited {
-                    None => None,
-                    Some(State::Failed(text)) => Some(Seen::Failed(text)),
-                    Some(_) => Some(Seen::TimedOut),
-                }
-            }
-        };
+        let (child, settled) = split_settled(&parent, color, position, self.config.start_timeout);
         group.transport.comm = Some(parent);
         if let Some(seen) = settled {
-            if let Ok(Some(child)) = &split {
+            if let Some(child) = &child {
                 child.abort();
             }
             return Err(self.fail(&mut group, "split", "process set", seen));
         }
-        let (Ok(Some(child)), Some(subgroup)) = (split, subgroup) else {
+        let (Some(child), Some(subgroup)) = (child, subgroup) else {
             return Ok(None);
         };
         let (sub_rank, prefix) = (subgroup.rank, subgroup.prefix);
@@ -351,6 +342,41 @@ impl NcclCollective {
         )
         .map(Some)
     }
+}
+
+/// Splits `parent` and waits for the split to end: the new communicator (none for a rank
+/// outside every sub-group) and what went wrong, if anything. A member left without a
+/// communicator is a failure, never a quiet "not a member".
+fn split_settled(
+    parent: &Communicator,
+    color: c_int,
+    position: Option<usize>,
+    timeout: Duration,
+) -> (Option<Communicator>, Option<Seen>) {
+    let pending = match parent.split(color, position.unwrap_or(0) as c_int) {
+        Ok(pending) => pending,
+        Err(text) => return (None, Some(Seen::Failed(text))),
+    };
+    // NCCL hands the new communicator over only when the parent is done with the split.
+    let parent_state = parent.wait(timeout);
+    if parent_state == State::InProgress {
+        pending.abandon();
+        return (None, Some(Seen::TimedOut));
+    }
+    let child = pending.finish();
+    let seen = match (parent_state, &child, position) {
+        (State::Failed(text), _, _) => Some(Seen::Failed(text)),
+        (_, None, Some(_)) => Some(Seen::Failed(
+            "NCCL ended the split without handing back the new communicator".into(),
+        )),
+        (_, Some(child), _) => match child.wait(timeout) {
+            State::Ready => None,
+            State::Failed(text) => Some(Seen::Failed(text)),
+            State::InProgress => Some(Seen::TimedOut),
+        },
+        (_, None, None) => None,
+    };
+    (child, seen)
 }
 
 /// The unique id of the communicator: made by rank 0 and published in the store.

@@ -2,6 +2,7 @@
 //! deadline), its asynchronous state, splits, and its end.
 
 use std::ffi::c_int;
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::library::{self, Config, Nccl, UniqueId};
@@ -90,21 +91,22 @@ impl Communicator {
     }
 
     /// This rank's part of `ncclCommSplit` (non-blocking): a communicator of the ranks
-    /// that pass the same `color`, ordered by `key`; `None` for `SPLIT_NOCOLOR`. Wait for
-    /// both communicators before using either.
-    pub(crate) fn split(&self, color: c_int, key: c_int) -> Result<Option<Communicator>, String> {
-        let mut handle: library::Comm = std::ptr::null_mut();
+    /// that pass the same `color`, ordered by `key`, none for `SPLIT_NOCOLOR`. The new
+    /// communicator is not there yet: wait for this one (the parent), then
+    /// [`finish`](PendingSplit::finish) the split.
+    pub(crate) fn split(&self, color: c_int, key: c_int) -> Result<PendingSplit, String> {
+        let pending = PendingSplit {
+            nccl: self.nccl,
+            slot: Box::new(AtomicPtr::new(std::ptr::null_mut())),
+        };
         let mut config = Config::non_blocking();
-        // SAFETY: a live communicator; `handle` and `config` are valid for the call.
-        let status =
-            unsafe { (self.nccl.comm_split)(self.handle, color, key, &mut handle, &mut config) };
+        // SAFETY: a live communicator; the slot outlives NCCL's write into it (see
+        // `PendingSplit`), and NCCL reads `config` before it returns.
+        let status = unsafe {
+            (self.nccl.comm_split)(self.handle, color, key, pending.slot.as_ptr(), &mut config)
+        };
         match status {
-            library::SUCCESS | library::IN_PROGRESS => {
-                Ok((!handle.is_null()).then_some(Communicator {
-                    nccl: self.nccl,
-                    handle,
-                }))
-            }
+            library::SUCCESS | library::IN_PROGRESS => Ok(pending),
             code => Err(self.nccl.describe(code, self.handle)),
         }
     }
@@ -127,5 +129,33 @@ impl Communicator {
     pub(crate) fn destroy(&self) {
         // SAFETY: a live communicator, not used after this.
         unsafe { (self.nccl.comm_destroy)(self.handle) };
+    }
+}
+
+/// A split NCCL is still forming. NCCL 2.28 sets the caller's `newcomm` to null before
+/// `ncclCommSplit` returns and writes the new communicator into it from its own thread
+/// when the split ends (in success or failure), before it marks the parent ready. So the
+/// slot lives on the heap, and is read only once the parent is no longer in progress.
+#[derive(Debug)]
+pub(crate) struct PendingSplit {
+    nccl: &'static Nccl,
+    slot: Box<AtomicPtr<std::ffi::c_void>>,
+}
+
+impl PendingSplit {
+    /// The new communicator, once the parent is no longer in progress: none for a rank
+    /// that passed `SPLIT_NOCOLOR`.
+    pub(crate) fn finish(self) -> Option<Communicator> {
+        let handle = self.slot.load(Ordering::Acquire);
+        (!handle.is_null()).then_some(Communicator {
+            nccl: self.nccl,
+            handle,
+        })
+    }
+
+    /// Gives up on a split whose parent never settled: NCCL may still write the slot, so
+    /// it is never freed (a few bytes, once, on a job that is failing).
+    pub(crate) fn abandon(self) {
+        Box::leak(self.slot);
     }
 }

@@ -19,8 +19,15 @@
 //! `blocking = 0`) on its CUDA device (`HVD_NCCL_DEVICE`, else its local rank modulo the
 //! devices it sees) and waits up to `HVD_START_TIMEOUT`, after which the error names the
 //! ranks that never reached the store. Each group has a non-blocking stream of its own.
+//! A host with more local ranks than GPUs (a test machine with one GPU) is supported:
+//! before its first NCCL call, each rank sets `NCCL_HOSTID` of its own (NCCL 2.28
+//! refuses ranks sharing a GPU of one host) or, on NCCL 2.30 and later,
+//! `NCCL_MULTI_RANK_GPU_ENABLE=1`, unless the user set either.
 //! `split` is `ncclCommSplit`, with a color that fingerprints the members (ranks that
-//! disagree on them never share a communicator) and a stream of its own.
+//! disagree on them never share a communicator) and a stream of its own. A non-blocking
+//! split hands back its communicator late: NCCL writes it into the caller's slot from its
+//! own thread once the split ends, so hvd keeps that slot on the heap and reads it only
+//! after the parent communicator is no longer in progress.
 //!
 //! ## Calls
 //! Every call runs as one `ncclGroupStart`/`ncclGroupEnd` group on the stream, after the
@@ -75,6 +82,7 @@ pub mod mapping;
 mod memory;
 mod ops;
 mod route;
+mod sharing;
 
 pub use collective::NcclCollective;
 pub use config::NcclConfig;
