@@ -148,13 +148,17 @@ impl World {
             return Ok(World::alone());
         };
         let store = hvd_rendezvous::store_from_env(launcher, rank, size)?;
-        Ok(World {
+        let world = World {
             rank,
             size,
             launcher,
             store,
             local_size: local_size()?,
-        })
+        };
+        // Reaching the launcher's store is what "connected" means to it, whatever the
+        // program does next (`hvd::init`, or a transport of its own).
+        world.check_in();
+        Ok(world)
     }
 
     /// The launcher's rank and size, with an in-process store: for transports that connect
@@ -200,24 +204,56 @@ impl World {
         matches!(self.launcher, "Open MPI" | "MPICH")
     }
 
-    /// Tells the launcher this rank is connected: adds 1 to the store counter
-    /// `hvd.checkin` and sets `hvd.checkin.<rank>`, which hvdrun watches while the job
-    /// starts. Only for a job a launcher started; a failure here only costs the launcher's
-    /// progress line, so it is logged and ignored.
+    /// Tells the launcher this rank is connected: counts the rank in `hvd.checkin.<rank>`
+    /// and, the first time, adds 1 to the counter `hvd.checkin`, which hvdrun watches while
+    /// the job starts (so a rank that checks in twice, from `World::from_env` and again
+    /// when it connects, counts once). Only for a job a launcher started; a failure here
+    /// only costs the launcher's progress line, so it is logged and ignored.
     pub(crate) fn check_in(&self) {
         if self.launcher == "none" {
             return;
         }
         let key = hvd_rendezvous::checkin_key(self.rank);
-        let result = self
-            .store
-            .set(&key, b"1")
-            .and_then(|()| self.store.add(hvd_rendezvous::CHECKIN_KEY, 1));
+        let result = self.store.add(&key, 1).and_then(|times| match times {
+            1 => self.store.add(hvd_rendezvous::CHECKIN_KEY, 1).map(drop),
+            _ => Ok(()),
+        });
         if let Err(e) = result {
             tracing::debug!(
                 rank = self.rank,
                 "could not check in with the launcher: {e}"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn started_by_hvdrun(rank: usize, store: Arc<dyn Store>) -> World {
+        World {
+            rank,
+            size: 2,
+            launcher: "hvdrun",
+            store,
+            local_size: Some(2),
+        }
+    }
+
+    fn counter(store: &dyn Store) -> String {
+        let bytes = store.try_get(hvd_rendezvous::CHECKIN_KEY).unwrap().unwrap();
+        String::from_utf8(bytes).unwrap()
+    }
+
+    #[test]
+    fn a_rank_that_checks_in_twice_counts_once() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let first = started_by_hvdrun(0, store.clone());
+        first.check_in();
+        first.check_in();
+        assert_eq!(counter(store.as_ref()), "1");
+        started_by_hvdrun(1, store.clone()).check_in();
+        assert_eq!(counter(store.as_ref()), "2");
     }
 }

@@ -165,7 +165,8 @@ impl Job {
         self
     }
 
-    /// Stops the job unless every rank has connected (called `hvd::init()`) this soon.
+    /// Stops the job unless every rank has connected (reached the rendezvous through
+    /// `hvd::init()` or `hvd::World::from_env()`) this soon.
     pub fn start_timeout(mut self, timeout: Duration) -> Self {
         self.start_timeout = Some(timeout);
         self

@@ -126,7 +126,7 @@ impl std::fmt::Display for JobOutcome {
                     match &m.exited {
                         None => write!(
                             f,
-                            "\n  rank {}{}: still running (did it call hvd::init()?)",
+                            "\n  rank {}{}: still running, never reached the rendezvous (did it call hvd::init()?)",
                             m.rank,
                             on(&m.host)
                         )?,

@@ -409,7 +409,7 @@ fn ranks_that_never_call_init_are_named_at_the_start_timeout() {
         text(&out.stderr),
         "[1]<stderr>: no init here\n\
          hvdrun: ranks 0, 1 did not connect within 1s; the job was stopped.\n  \
-         rank 0: still running (did it call hvd::init()?)\n  \
+         rank 0: still running, never reached the rendezvous (did it call hvd::init()?)\n  \
          rank 1: exited (exit code 0). Last lines of its stderr:\n    no init here\n"
     );
     assert_none_left("30.0404");
