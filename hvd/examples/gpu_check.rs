@@ -8,8 +8,9 @@
 //! HVD_TIMELINE=t.json hvdrun -np 2 gpu_check ops   # device collectives through the runtime
 //! ```
 //!
-//! Several ranks may share one GPU: NCCL before 2.30 refuses that unless each process has
-//! a host id of its own, which `HVD_GPU_CHECK_SHARED=1` sets (`NCCL_HOSTID`).
+//! Several ranks may share one GPU: hvd-nccl gives each a host id of its own when the
+//! host's ranks outnumber its GPUs (NCCL before 2.30 refuses sharing otherwise), which is
+//! what the bundle's runs on a one-GPU machine prove.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -21,11 +22,6 @@ use hvd::{ReduceOp, World};
 use hvd_core::conformance::{Options, run_rank_on};
 
 fn main() -> ExitCode {
-    let rank = std::env::var("HVD_RANK").unwrap_or_default();
-    if std::env::var("HVD_GPU_CHECK_SHARED").is_ok_and(|v| v == "1") {
-        // SAFETY: the first thing the program does, before it starts any thread.
-        unsafe { std::env::set_var("NCCL_HOSTID", format!("hvd-gpu-check-{rank}")) };
-    }
     let check = std::env::args().nth(1).unwrap_or_default();
     let outcome = match check.as_str() {
         "conformance" => conformance(),

@@ -122,14 +122,12 @@ judge() {
     esac
 }
 
-# Several ranks on fewer GPUs: each of gpu_check's processes poses as a host of its own
-# (NCCL before 2.30 refuses two ranks of a communicator on one GPU otherwise), and
-# NCCL's socket transport between them runs over loopback.
+# Several ranks on fewer GPUs: hvd-nccl gives each rank a host id of its own (NCCL
+# before 2.30 refuses two ranks of a communicator on one GPU otherwise), and NCCL's
+# socket transport between those "hosts" runs over loopback.
 share() {
     if [ "$1" -gt "$gpus" ]; then
-        export HVD_GPU_CHECK_SHARED=1 NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
-    else
-        unset HVD_GPU_CHECK_SHARED
+        export NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
     fi
 }
 
