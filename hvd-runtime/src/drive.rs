@@ -140,6 +140,11 @@ impl Driver {
         }
     }
 
+    /// Counts the calling thread as waiting on a handle (see [`Queue::settle`]).
+    pub fn caller_waits(&self) -> super::queue::Waiting<'_> {
+        self.queue.caller_waits()
+    }
+
     /// Runs cycles on the calling thread until `done` holds, when `submission` is this
     /// set's newest and still queued, and no other thread runs them; otherwise leaves the
     /// caller to wait as before.

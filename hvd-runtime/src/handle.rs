@@ -131,10 +131,15 @@ impl<T> Handle<T> {
     /// The runtime bounds every operation: a tensor that some rank never submits fails
     /// after the stall shutdown time, and a lost rank fails everything at once.
     pub fn wait(self) -> Result<T> {
+        let waiting = self
+            .driver
+            .as_ref()
+            .map(|(driver, _)| driver.caller_waits());
         if let Some((driver, submission)) = &self.driver {
             driver.drive_until(*submission, || self.slot.completed.load(Ordering::Acquire));
         }
         poll_until(HANDLE_POLL, || self.slot.completed.load(Ordering::Acquire));
+        drop(waiting);
         let mut state = self.slot.lock();
         loop {
             if let Some(outcome) = state.result.take() {
@@ -152,6 +157,8 @@ impl<T> Handle<T> {
     /// Like [`wait`](Self::wait), but gives up after `timeout`, returning the handle so the
     /// caller can wait again.
     pub fn wait_timeout(self, timeout: Duration) -> std::result::Result<Result<T>, Self> {
+        let driver = self.driver.as_ref().map(|(driver, _)| driver.clone());
+        let _waiting = driver.as_ref().map(|driver| driver.caller_waits());
         let deadline = Instant::now().checked_add(timeout);
         let mut state = self.slot.lock();
         loop {

@@ -1,7 +1,7 @@
 //! The queue between the threads that submit collectives and the background thread that
 //! runs them.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -64,6 +64,18 @@ pub(crate) struct Queue {
     /// The number of the newest submission while it is queued, else 0 (numbers start at
     /// 1): a caller waiting on exactly that one may run the cycle itself.
     newest_queued: AtomicU64,
+    /// Callers blocked on a handle of this set: a caller that waits has finished its
+    /// burst, so the background thread stops letting one settle.
+    waiting_callers: AtomicUsize,
+}
+
+/// A caller counted as waiting on a handle, for as long as this lives.
+pub(crate) struct Waiting<'a>(&'a Queue);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.waiting_callers.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Queue {
@@ -101,6 +113,16 @@ impl Queue {
     }
 
     /// The number of the newest submission while it is still queued, else 0.
+    /// Counts the calling thread as waiting on a handle until the guard drops.
+    pub fn caller_waits(&self) -> Waiting<'_> {
+        self.waiting_callers.fetch_add(1, Ordering::AcqRel);
+        Waiting(self)
+    }
+
+    fn callers_wait(&self) -> bool {
+        self.waiting_callers.load(Ordering::Acquire) > 0
+    }
+
     pub fn newest_queued(&self) -> u64 {
         self.newest_queued.load(Ordering::Acquire)
     }
@@ -128,12 +150,14 @@ impl Queue {
     /// A burst (a backward pass releasing its gradients) may still be arriving: gives the
     /// submitting threads the core until the queue has stopped growing for a tenth of
     /// `cycle`, and for at most `cycle`, so the burst travels in one cycle instead of many.
-    /// A caller that waits on its lone tensor takes it meanwhile and runs it at once.
+    /// It ends at once when a caller waits on a handle (its burst is over; the step cannot
+    /// go on until the cycle runs), and a caller that waits on its lone tensor takes it
+    /// meanwhile and runs it itself.
     pub fn settle(&self, cycle: Duration) {
         let start = Instant::now();
         let quiet = cycle / SETTLE_QUIET_SHARE;
         let (mut seen, mut grew) = (self.lock().submissions.len(), start);
-        while seen > 0 && start.elapsed() < cycle {
+        while seen > 0 && start.elapsed() < cycle && !self.callers_wait() {
             std::thread::yield_now();
             let now = self.lock().submissions.len();
             if now != seen {

@@ -29,6 +29,15 @@ fn nccl_config(rank: usize) -> NcclConfig {
 
 /// Runs `body` on every rank of an `n`-rank job with its device memory.
 fn job<T: Send>(n: usize, body: impl Fn(Hvd, Arc<dyn DeviceMemory>) -> T + Sync) -> Vec<T> {
+    job_with(n, common::config(), body)
+}
+
+/// [`job`] with the runtime's `config`.
+fn job_with<T: Send>(
+    n: usize,
+    config: hvd::runtime::Config,
+    body: impl Fn(Hvd, Arc<dyn DeviceMemory>) -> T + Sync,
+) -> Vec<T> {
     let hosts = LocalGroup::new(n).timeout(Duration::from_secs(30)).build();
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     std::thread::scope(|s| {
@@ -36,7 +45,7 @@ fn job<T: Send>(n: usize, body: impl Fn(Hvd, Arc<dyn DeviceMemory>) -> T + Sync)
             .into_iter()
             .enumerate()
             .map(|(rank, host)| {
-                let (store, body) = (store.clone(), &body);
+                let (store, body, runtime) = (store.clone(), &body, config.clone());
                 s.spawn(move || {
                     let config = nccl_config(rank);
                     let topology = Topology::single_host(rank, n);
@@ -46,7 +55,7 @@ fn job<T: Send>(n: usize, body: impl Fn(Hvd, Arc<dyn DeviceMemory>) -> T + Sync)
                     let hvd = hvd::Builder::new()
                         .collective(host)
                         .device_collective(nccl)
-                        .config(common::config())
+                        .config(runtime)
                         .build()
                         .unwrap();
                     body(hvd, memory)
@@ -285,8 +294,15 @@ fn fused_steps_of_device_tensors_allocate_nothing_and_wait_per_batch_not_per_ten
         return;
     }
     // The benchmark's step: a burst of asynchronous allreduces, released one by one as a
-    // backward pass releases gradients, then every handle waited for.
-    job(1, |hvd, memory| {
+    // backward pass releases gradients, then every handle waited for. A long cycle time
+    // (the background thread lets a burst settle for a tenth of it, until a caller waits)
+    // keeps a loaded machine's pauses between two releases from splitting the burst: what
+    // is counted is the device work per batch, not the scheduler.
+    let config = hvd::runtime::Config {
+        cycle_time: Duration::from_secs(10),
+        ..common::config()
+    };
+    job_with(1, config, |hvd, memory| {
         let names: Vec<String> = (0..TENSORS).map(|i| format!("grad.{i}")).collect();
         let mut held: Vec<DeviceVec<f32>> = (0..TENSORS)
             .map(|i| floats(&memory, &[i as f32; LEN]))
