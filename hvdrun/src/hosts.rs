@@ -1,10 +1,7 @@
 //! The hosts of a job and which ranks run on each.
 //!
-//! Hosts come as `-H host1:4,host2:4` or a hostfile with lines `host slots=4` (as
-//! Horovod reads them). Ranks fill the hosts in order: the first host's slots take ranks
-//! 0, 1, ..., then the next host's.
-
-use std::path::Path;
+//! Hosts come as `-H host1:4,host2:4` or a hostfile (see `hostfile.rs`). Ranks fill
+//! the hosts in order: the first host's slots take ranks 0, 1, ..., then the next host's.
 
 use hvd_core::{Error, Result};
 
@@ -51,7 +48,7 @@ fn slots(spec: &str, value: &str) -> Result<usize> {
 
 /// Splits `host:N` into the host and the count. An IPv6 address has colons of its own,
 /// so it is written `[fd00::2]:4`, or bare for one slot.
-fn split_slots(entry: &str) -> (&str, Option<&str>) {
+pub(crate) fn split_slots(entry: &str) -> (&str, Option<&str>) {
     if let Some(rest) = entry.strip_prefix('[')
         && let Some((name, after)) = rest.split_once(']')
     {
@@ -89,50 +86,6 @@ pub fn parse_hosts(spec: &str) -> Result<Vec<Host>> {
             name: "hosts".into(),
             value: spec.into(),
             expected: "at least one host, as in host1:4,host2:4".into(),
-        });
-    }
-    Ok(hosts)
-}
-
-/// Parses a hostfile: one `host slots=N` per line (`slots` defaults to 1); `#` starts a
-/// comment.
-pub fn parse_hostfile(path: &Path) -> Result<Vec<Host>> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::io(format!("reading hostfile {}", path.display()), &e))?;
-    let mut hosts = Vec::new();
-    for (number, line) in text.lines().enumerate() {
-        let line = line.split('#').next().unwrap_or("").trim();
-        if line.is_empty() {
-            continue;
-        }
-        let bad = |why: &str| Error::Config {
-            name: format!("hostfile {} line {}", path.display(), number + 1),
-            value: line.into(),
-            expected: format!("`host slots=N` ({why})"),
-        };
-        let mut words = line.split_whitespace();
-        let name = words.next().ok_or_else(|| bad("no host"))?;
-        let mut count = 1;
-        for word in words {
-            let value = word
-                .strip_prefix("slots=")
-                .ok_or_else(|| bad("only slots=N may follow the host"))?;
-            count = value
-                .parse::<usize>()
-                .ok()
-                .filter(|n| *n > 0)
-                .ok_or_else(|| bad("slots must be 1 or more"))?;
-        }
-        hosts.push(Host {
-            name: name.into(),
-            slots: count,
-        });
-    }
-    if hosts.is_empty() {
-        return Err(Error::Config {
-            name: "hostfile".into(),
-            value: path.display().to_string(),
-            expected: "at least one line `host slots=N`".into(),
         });
     }
     Ok(hosts)
@@ -202,32 +155,6 @@ mod tests {
         assert_eq!(
             parse_hosts(" , ").unwrap_err().to_string(),
             "invalid value \" , \" for hosts: expected at least one host, as in host1:4,host2:4"
-        );
-    }
-
-    #[test]
-    fn hostfile_lines_comments_and_errors() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("hosts");
-        std::fs::write(&path, "# cluster\nnode1 slots=4\n\nnode2   # one slot\n").unwrap();
-        assert_eq!(
-            parse_hostfile(&path).unwrap(),
-            vec![host("node1", 4), host("node2", 1)]
-        );
-        std::fs::write(&path, "node1 slots=four\n").unwrap();
-        assert_eq!(
-            parse_hostfile(&path).unwrap_err().to_string(),
-            format!(
-                "invalid value \"node1 slots=four\" for hostfile {} line 1: expected `host slots=N` (slots must be 1 or more)",
-                path.display()
-            )
-        );
-        std::fs::write(&path, "node1 cpus=4\n").unwrap();
-        assert!(
-            parse_hostfile(&path)
-                .unwrap_err()
-                .to_string()
-                .ends_with("(only slots=N may follow the host)")
         );
     }
 

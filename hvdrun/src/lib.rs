@@ -11,6 +11,7 @@
 
 pub mod elastic;
 mod fabric;
+mod hostfile;
 mod hosts;
 mod interrupt;
 mod job;
@@ -19,7 +20,8 @@ mod output;
 mod ssh;
 mod verdict;
 
-pub use hosts::{Host, Placement, parse_hostfile, parse_hosts, place};
+pub use hostfile::{HOSTFILE_VARIABLES, hostfile_named_by, parse_hostfile};
+pub use hosts::{Host, Placement, parse_hosts, place};
 pub use job::Job;
 pub use outcome::{JobOutcome, MissingRank};
 pub use output::{Output, TAIL_LINES};

@@ -1,13 +1,14 @@
 //! Which hosts an elastic job may use: a fixed list, or what a discovery script prints.
 
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use hvd_core::{Error, Result};
 
-use crate::hosts::{Host, parse_hosts};
+use crate::hostfile::{host_lines, parse_host_line};
+use crate::hosts::Host;
 
 /// How long a discovery script may run before its answer is taken as a failure.
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -36,18 +37,14 @@ impl HostSource {
                 slots_per_host,
             } => {
                 let output = run_script(path)?;
-                parse_discovered(&output, *slots_per_host).map_err(|why| Error::Config {
-                    name: format!("--host-discovery-script {}", path.display()),
-                    value: output.trim().to_owned(),
-                    expected: why,
-                })
+                parse_discovered(path, &output, *slots_per_host)
             }
         }
     }
 }
 
 /// Runs the script and returns what it printed; a failure names the script.
-fn run_script(path: &PathBuf) -> Result<String> {
+fn run_script(path: &Path) -> Result<String> {
     let what = || format!("running the host discovery script {}", path.display());
     let mut child = Command::new(path)
         .stdin(Stdio::null())
@@ -87,32 +84,36 @@ fn run_script(path: &PathBuf) -> Result<String> {
     Ok(output)
 }
 
-/// Hosts from a discovery script's output: one per line, `host:slots` or `host`
-/// (`slots_per_host` slots). Blank lines and `#` comments are skipped; a host listed
-/// twice is an error, and so is a bare host without `slots_per_host`.
+/// Hosts from a discovery script's output, read as hostfile lines (`host:slots`, or
+/// `host` with `slots_per_host` slots; blank lines and `#` comments are skipped). A
+/// host listed twice is an error, and so is a bare host without `slots_per_host`; an
+/// error names the script and the line.
 fn parse_discovered(
+    script: &Path,
     output: &str,
     slots_per_host: Option<usize>,
-) -> std::result::Result<Vec<Host>, String> {
+) -> Result<Vec<Host>> {
     let mut hosts: Vec<Host> = Vec::new();
-    for line in output.lines() {
-        let line = line.split('#').next().unwrap_or("").trim();
-        if line.is_empty() {
-            continue;
-        }
-        let mut parsed = parse_hosts(line).map_err(|e| e.to_string())?;
-        let [host] = parsed.as_mut_slice() else {
-            return Err(format!("one host per line, got {line:?}"));
+    for (number, line) in host_lines(output) {
+        let bad = |why: String| Error::Config {
+            name: format!(
+                "line {number} of what --host-discovery-script {} printed",
+                script.display()
+            ),
+            value: line.into(),
+            expected: format!("`host:slots`, or `host` with --slots-per-host N ({why})"),
         };
-        if !line.contains(':') || line.ends_with(']') {
-            host.slots = slots_per_host.ok_or_else(|| {
-                format!("{line:?} gives no slot count: print host:slots, or pass --slots-per-host")
-            })?;
+        let (name, slots) = parse_host_line(line).map_err(bad)?;
+        let slots = slots
+            .or(slots_per_host)
+            .ok_or_else(|| bad("no slot count, and no --slots-per-host".into()))?;
+        if hosts.iter().any(|h| h.name == name) {
+            return Err(bad(format!("host {name} is listed twice")));
         }
-        if hosts.iter().any(|h| h.name == host.name) {
-            return Err(format!("host {} listed twice", host.name));
-        }
-        hosts.push(host.clone());
+        hosts.push(Host {
+            name: name.into(),
+            slots,
+        });
     }
     Ok(hosts)
 }
@@ -128,22 +129,50 @@ mod tests {
         }
     }
 
+    fn discovered(output: &str, slots_per_host: Option<usize>) -> Result<Vec<Host>> {
+        parse_discovered(Path::new("find-hosts.sh"), output, slots_per_host)
+    }
+
     #[test]
     fn lines_give_hosts_with_their_slots_or_the_default() {
-        let out = "a:4\n# a comment\n\n b \n[fd00::2]\n";
+        let out = "a:4\n# a comment\n\n b \n[fd00::2]\nc slots=3\n";
         assert_eq!(
-            parse_discovered(out, Some(2)).unwrap(),
-            [host("a", 4), host("b", 2), host("fd00::2", 2)]
+            discovered(out, Some(2)).unwrap(),
+            [host("a", 4), host("b", 2), host("fd00::2", 2), host("c", 3)]
         );
-        assert_eq!(
-            parse_discovered("b\n", None).unwrap_err(),
-            "\"b\" gives no slot count: print host:slots, or pass --slots-per-host"
-        );
-        assert_eq!(
-            parse_discovered("a:2\na:3\n", None).unwrap_err(),
-            "host a listed twice"
-        );
-        assert_eq!(parse_discovered("", None).unwrap(), []);
+        assert_eq!(discovered("", None).unwrap(), []);
+    }
+
+    #[test]
+    fn a_bad_line_is_named_with_the_script_and_its_number() {
+        let cases = [
+            (
+                "a:2\nb\n",
+                None,
+                "invalid value \"b\" for line 2 of what --host-discovery-script find-hosts.sh printed: expected `host:slots`, or `host` with --slots-per-host N (no slot count, and no --slots-per-host)",
+            ),
+            (
+                "a:2\n\na:3\n",
+                None,
+                "invalid value \"a:3\" for line 3 of what --host-discovery-script find-hosts.sh printed: expected `host:slots`, or `host` with --slots-per-host N (host a is listed twice)",
+            ),
+            (
+                "a:x\n",
+                Some(2),
+                "invalid value \"a:x\" for line 1 of what --host-discovery-script find-hosts.sh printed: expected `host:slots`, or `host` with --slots-per-host N (the slots \"x\" are not a whole number, 1 or more)",
+            ),
+            (
+                "a b\n",
+                Some(2),
+                "invalid value \"a b\" for line 1 of what --host-discovery-script find-hosts.sh printed: expected `host:slots`, or `host` with --slots-per-host N (only slots=N may follow the host, not \"b\")",
+            ),
+        ];
+        for (output, slots_per_host, error) in cases {
+            assert_eq!(
+                discovered(output, slots_per_host).unwrap_err().to_string(),
+                error
+            );
+        }
     }
 
     #[test]
