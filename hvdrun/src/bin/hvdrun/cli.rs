@@ -27,7 +27,8 @@ use crate::horovod::HorovodFlags;
     after_help = "Examples:\n  hvdrun -np 2 train_mnist --epochs 1\n  hvdrun -np 8 -H node1:4,node2:4 --network-interface eth0 train_mnist\n  hvdrun --check -H node1:4,node2:4\n  hvdrun --check-build"
 )]
 pub struct Cli {
-    /// Number of ranks to start (`-np N`, as with mpirun and horovodrun).
+    /// Number of ranks to start (`-np N`, as with mpirun and horovodrun). Default, given
+    /// hosts: every slot they have.
     #[arg(short = 'n', long = "np", alias = "num-proc", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub np: Option<u32>,
 
@@ -35,7 +36,10 @@ pub struct Cli {
     #[arg(short = 'v', long = "version", action = ArgAction::Version)]
     pub version: Option<bool>,
 
-    /// Hosts and their slots (ranks each may run): `host1:4,host2:4`. Default: this host.
+    /// Hosts and their slots (ranks each may run): `host1:4,host2:4`. Default: the
+    /// hostfile that OMPI_MCA_orte_default_hostfile, I_MPI_HYDRA_HOST_FILE or
+    /// HYDRA_HOST_FILE names, as mpirun reads it (Kubeflow's MPI Operator sets them);
+    /// else this host.
     #[arg(
         short = 'H',
         long = "hosts",
@@ -44,7 +48,8 @@ pub struct Cli {
     )]
     pub hosts: Option<String>,
 
-    /// A file of hosts, one `host slots=N` per line.
+    /// A file of hosts, one `host slots=N` (Open MPI) or `host:N` (MPICH) per line; a
+    /// bare `host` is one slot.
     #[arg(long, value_name = "FILE")]
     pub hostfile: Option<PathBuf>,
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use hvdrun::elastic::{Elastic, HostSource};
-use hvdrun::{Host, Job, JobOutcome, Output, Ssh, parse_hostfile, parse_hosts};
+use hvdrun::{Host, Job, JobOutcome, Output, Ssh, hostfile_named_by, parse_hostfile, parse_hosts};
 
 use cli::Cli;
 
@@ -59,14 +59,38 @@ fn report(result: Result<(), String>) -> ExitCode {
     }
 }
 
-/// The hosts of `-H` or `--hostfile`; None for this host alone.
+/// The hosts of `-H`, `--hostfile`, or else the hostfile an MPI launcher's environment
+/// names (an MPI Operator's launcher pod), which one line says; None for this host
+/// alone, and for a discovery script, which finds its own.
 fn hosts(cli: &Cli) -> Result<Option<Vec<Host>>, String> {
     let hosts = match (&cli.hosts, &cli.hostfile) {
         (Some(spec), _) => parse_hosts(spec),
         (None, Some(file)) => parse_hostfile(file),
-        (None, None) => return Ok(None),
+        (None, None) if cli.host_discovery_script.is_some() => return Ok(None),
+        (None, None) => match hostfile_named_by(|name| std::env::var_os(name)) {
+            Some((variable, file)) => {
+                let hosts = parse_hostfile(&file)
+                    .map_err(|e| format!("{e} (the hostfile {variable} names)"))?;
+                eprintln!(
+                    "hvdrun: hosts from {} (named by {variable}): {}",
+                    file.display(),
+                    listed(&hosts)
+                );
+                Ok(hosts)
+            }
+            None => return Ok(None),
+        },
     };
     hosts.map(Some).map_err(|e| e.to_string())
+}
+
+/// `host1:4,host2:4`.
+fn listed(hosts: &[Host]) -> String {
+    hosts
+        .iter()
+        .map(|h| format!("{}:{}", h.name, h.slots))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn ssh(cli: &Cli) -> Ssh {
@@ -87,10 +111,14 @@ fn run(cli: &Cli) -> Result<JobOutcome, String> {
         .command
         .split_first()
         .ok_or("no command to run was given")?;
-    let np = match cli.np {
-        Some(np) => np,
-        None if cli.elastic || cli.host_discovery_script.is_some() => 1,
-        None => return Err("-np N is required: how many ranks to start".into()),
+    let hosts = hosts(cli)?;
+    let np = match (cli.np, &hosts) {
+        (Some(np), _) => np,
+        (None, _) if cli.elastic || cli.host_discovery_script.is_some() => 1,
+        // As mpirun: every slot of the hosts, so a launcher pod needs no -np.
+        (None, Some(hosts)) => u32::try_from(hosts.iter().map(|h| h.slots).sum::<usize>())
+            .map_err(|_| "the hosts have more slots than hvdrun can start: give -np N")?,
+        (None, None) => return Err("-np N is required: how many ranks to start".into()),
     };
     let mut env = cli.horovod.environment()?;
     env.extend(cli::exported(&cli.env)?);
@@ -105,34 +133,34 @@ fn run(cli: &Cli) -> Result<JobOutcome, String> {
         .start_timeout(seconds("start-timeout", cli.start_timeout)?)
         .handle_interrupts()
         .progress("hvdrun");
-    let hosts = hosts(cli)?;
     if cli.verbose {
         describe(np, hosts.as_deref(), &cli.command, &env);
     }
     for (name, value) in env {
         job = job.env(name, value);
     }
-    if let Some(hosts) = hosts {
-        job = job.hosts(hosts);
+    if let Some(hosts) = &hosts {
+        job = job.hosts(hosts.clone());
     }
     if let Some(names) = &cli.network_interface {
         job = job.network_interface(names);
     }
-    match elastic(cli)? {
+    match elastic(cli, hosts)? {
         Some(elastic) => job.run_elastic(&elastic),
         None => job.run(),
     }
     .map_err(|e| e.to_string())
 }
 
-/// The elastic options, for `--elastic` or `--host-discovery-script`; None otherwise.
-fn elastic(cli: &Cli) -> Result<Option<Elastic>, String> {
+/// The elastic options, for `--elastic` (on `hosts`) or `--host-discovery-script`; None
+/// otherwise.
+fn elastic(cli: &Cli, hosts: Option<Vec<Host>>) -> Result<Option<Elastic>, String> {
     let source = match (&cli.host_discovery_script, cli.elastic) {
         (Some(path), _) => HostSource::Script {
             path: path.clone(),
             slots_per_host: cli.slots_per_host.map(|n| n as usize),
         },
-        (None, true) => HostSource::Fixed(hosts(cli)?.unwrap_or_else(|| {
+        (None, true) => HostSource::Fixed(hosts.unwrap_or_else(|| {
             vec![Host {
                 name: "localhost".into(),
                 slots: cli.np.map_or(1, |n| n as usize),
@@ -185,14 +213,7 @@ fn refuse_mpi(cli: &Cli) -> Result<(), String> {
 
 /// What `--verbose` prints before the job starts.
 fn describe(np: u32, hosts: Option<&[Host]>, command: &[String], env: &[(String, String)]) {
-    let placed = match hosts {
-        Some(hosts) => hosts
-            .iter()
-            .map(|h| format!("{}:{}", h.name, h.slots))
-            .collect::<Vec<_>>()
-            .join(","),
-        None => "this host".into(),
-    };
+    let placed = hosts.map_or_else(|| "this host".into(), listed);
     eprintln!(
         "hvdrun: starting {np} rank(s) on {placed}: {}",
         command.join(" ")
