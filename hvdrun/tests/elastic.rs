@@ -275,3 +275,59 @@ fn hvdrun_refuses_elastic_mpi_and_a_backwards_cooldown_range() {
     );
     assert_eq!(backwards.status.code(), Some(1));
 }
+
+#[test]
+fn a_discovery_script_of_bare_host_names_gets_slots_per_host_ranks_on_each() {
+    let out = tempfile::tempdir().unwrap();
+    let script = out.path().join("discover.sh");
+    std::fs::write(&script, "#!/bin/sh\necho localhost\necho 127.0.0.1\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let script_arg = script.display().to_string();
+    let args = [
+        "--host-discovery-script",
+        &script_arg,
+        "--slots-per-host",
+        "2",
+        "--min-np",
+        "4",
+    ];
+    let run = hvdrun(&args, out.path());
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("hvdrun: round 1: 4 ranks on 2 host(s): localhost, 127.0.0.1\n"),
+        "{stderr}"
+    );
+    regression::check_final(out.path());
+    // Workers are tagged with their host and slot: two slots on each host.
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let mut workers: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix('[')?.split_once("]<")?.0.into())
+        .collect();
+    workers.sort();
+    workers.dedup();
+    assert_eq!(
+        workers,
+        ["127.0.0.1:0", "127.0.0.1:1", "localhost:0", "localhost:1"]
+    );
+}
+
+#[test]
+fn a_discovery_script_line_without_slots_is_refused_naming_the_script_and_line() {
+    let out = tempfile::tempdir().unwrap();
+    let script = out.path().join("discover.sh");
+    std::fs::write(&script, "#!/bin/sh\necho localhost:2\necho 127.0.0.1\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let script_arg = script.display().to_string();
+    let args = ["--host-discovery-script", &script_arg, "--min-np", "2"];
+    let run = hvdrun(&args, out.path());
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.ends_with(&format!(
+            "invalid value \"127.0.0.1\" for line 2 of what --host-discovery-script {script_arg} printed: expected `host:slots`, or `host` with --slots-per-host N (no slot count, and no --slots-per-host)\n"
+        )),
+        "{stderr}"
+    );
+}
