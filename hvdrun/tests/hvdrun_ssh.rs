@@ -194,6 +194,35 @@ fn a_job_spans_this_host_and_another_over_ssh() {
 
 #[test]
 #[cfg_attr(
+    not(hvd_have_sshd),
+    ignore = "needs sshd: apt-get install openssh-server openssh-client"
+)]
+fn a_bare_hvdrun_under_an_mpi_operator_hostfile_starts_the_remote_ranks_over_ssh() {
+    let sshd = Sshd::start();
+    let dir = tempfile::tempdir().unwrap();
+    let hostfile = dir.path().join("hostfile");
+    std::fs::write(&hostfile, format!("localhost slots=1\n{REMOTE} slots=2\n")).unwrap();
+    let mut args = vec!["-x", "HVD_TEST_MARK=pod", "--"];
+    let command = rank_command();
+    args.extend(command.iter().map(String::as_str));
+    let mut launcher = hvdrun(&sshd, &args);
+    for name in hvdrun::HOSTFILE_VARIABLES {
+        launcher.env_remove(name);
+    }
+    let out = run(launcher.env("OMPI_MCA_orte_default_hostfile", &hostfile));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        rank_lines(&out),
+        [
+            "[0]<stdout>: RANK 0 of 3 on localhost local 0/1 cross 0/2 sum 3 mark pod via tcp",
+            "[1]<stdout>: RANK 1 of 3 on 127.0.0.2 local 0/2 cross 1/2 sum 3 mark pod via tcp",
+            "[2]<stdout>: RANK 2 of 3 on 127.0.0.2 local 1/2 cross 1/2 sum 3 mark pod via tcp",
+        ]
+    );
+}
+
+#[test]
+#[cfg_attr(
     not(all(hvd_have_sshd, hvd_have_netns)),
     ignore = "needs root, iproute2 and sshd: run as root; apt-get install iproute2 openssh-server"
 )]
