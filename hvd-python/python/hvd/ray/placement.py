@@ -1,0 +1,93 @@
+"""Where each rank of a job on Ray stands, and the launcher variables that tell it: the
+same ``HVD_*``/``HOROVOD_*`` variables hvdrun gives its ranks, so that a rank under Ray
+is a rank under hvdrun. Plain Python, no Ray: the executor and the trainer both use it."""
+
+import secrets
+import socket
+from collections import OrderedDict
+
+# hvdrun's names for a rank's place, each set under hvd's prefix and Horovod's.
+_PREFIXES = ("HVD", "HOROVOD")
+
+
+def group_by_node(nodes):
+    """The order in which to number workers placed on ``nodes`` (a node key per worker):
+    the workers of each node together, the nodes in the order they first appear, so that
+    local ranks are consecutive as under hvdrun."""
+    by_node = OrderedDict()
+    for worker, node in enumerate(nodes):
+        by_node.setdefault(node, []).append(worker)
+    return [worker for workers in by_node.values() for worker in workers]
+
+
+def rank_environments(nodes, hostnames=None):
+    """The place of every rank, in rank order, as hvdrun's variables, given the node key of
+    each rank (ranks of a node must be consecutive: see ``group_by_node``). The cross rank
+    is the node's index and the cross size the number of nodes, as hvdrun sets them;
+    ``hostnames`` (one per rank) become ``HVD_HOSTNAME``, else the node keys do."""
+    order = list(OrderedDict.fromkeys(nodes))
+    if group_by_node(nodes) != list(range(len(nodes))):
+        raise ValueError(f"the ranks of each node must be consecutive: {nodes}")
+    hostnames = hostnames or nodes
+    environments = []
+    for rank, node in enumerate(nodes):
+        peers = [r for r, n in enumerate(nodes) if n == node]
+        place = {
+            "RANK": rank,
+            "SIZE": len(nodes),
+            "LOCAL_RANK": peers.index(rank),
+            "LOCAL_SIZE": len(peers),
+            "CROSS_RANK": order.index(node),
+            "CROSS_SIZE": len(order),
+            "HOSTNAME": hostnames[rank],
+        }
+        environments.append({f"{prefix}_{name}": str(value)
+                             for prefix in _PREFIXES for name, value in place.items()})
+    return environments
+
+
+def job_environment(master_addr, master_port, start_timeout_s=None, nics=None):
+    """What every rank of one job shares: the rendezvous (rank 0 serves the store at
+    ``master_addr:master_port``, torchrun's convention, which hvd follows), a fresh secret
+    that authenticates the store and the transports as hvdrun's does, and Horovod's
+    settings: the start timeout and the network interfaces."""
+    env = {
+        "MASTER_ADDR": str(master_addr),
+        "MASTER_PORT": str(master_port),
+        "HVD_SECRET": secrets.token_hex(16),
+    }
+    if start_timeout_s is not None:
+        env["HVD_START_TIMEOUT"] = str(start_timeout_s)
+    if nics:
+        env["HVD_IFACE"] = ",".join(sorted(nics))
+    return env
+
+
+def free_port():
+    """A TCP port free on this host now, for rank 0's store."""
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def serving(port):
+    """Whether something on this host listens on ``port``: once rank 0 has served the
+    store (its first ``hvd.init``), the server stays for the life of the process, so a
+    later ``init`` in the same process must connect to it rather than serve again."""
+    with socket.socket() as s:
+        # Closed connections in TIME_WAIT do not count; only a listener does.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("", port))
+        except OSError:
+            return True
+        return False
+
+
+def store_environment(env):
+    """``env`` (a rank's variables) with the store as this process must reach it now: rank
+    0 serves it on ``MASTER_PORT`` the first time; afterwards it, like every other rank,
+    connects to it (``HVD_STORE_ADDR``, which takes precedence, as under hvdrun)."""
+    if env.get("HVD_RANK") != "0" or serving(int(env["MASTER_PORT"])):
+        return {**env, "HVD_STORE_ADDR": f"{env['MASTER_ADDR']}:{env['MASTER_PORT']}"}
+    return env

@@ -1,0 +1,158 @@
+"""``RayExecutor``: Horovod's executor for Ray, on hvd. Workers are Ray actors in a
+placement group; each gets hvdrun's variables for the place Ray gave it, and rank 0
+serves the job's rendezvous store, so the ranks meet as any hvd job's do."""
+
+from dataclasses import dataclass, field
+from typing import Optional, Set
+
+import ray
+
+from hvd.ray import placement
+from hvd.ray.failure import gather
+from hvd.ray.strategy import Placement
+from hvd.ray.worker import Worker
+
+_ELASTIC = ("min_workers", "max_workers", "reset_limit", "cooldown_range",
+            "elastic_timeout", "override_discovery")
+
+
+@dataclass
+class RaySettings:
+    """What ``RayExecutor.create_settings`` makes: ``timeout_s`` bounds how long the ranks
+    wait for each other when the job starts (hvd's start timeout), and
+    ``placement_group_timeout_s`` how long Ray may take to place the workers; ``nics``
+    are the network interfaces the ranks use between nodes."""
+    timeout_s: int = 300
+    placement_group_timeout_s: int = 100
+    nics: Optional[Set[str]] = None
+    # Horovod's ssh settings: kept for its callers; Ray starts the workers, so nothing
+    # logs in over ssh.
+    ssh_identity_file: Optional[str] = None
+    ssh_str: Optional[str] = field(default=None, repr=False)
+
+
+class RayExecutor:
+    """Runs functions on ``num_workers`` hvd ranks (packed onto as few nodes as Ray can),
+    or on ``num_hosts`` nodes with ``num_workers_per_host`` ranks each, every worker with
+    ``cpus_per_worker`` CPUs and, with ``use_gpu``, ``gpus_per_worker`` GPUs (1 unless
+    given). Ranks are numbered node by node, so local and cross ranks follow the nodes
+    Ray chose. The functions call ``hvd.init()`` themselves, as under any launcher."""
+
+    @classmethod
+    def create_settings(cls, timeout_s=300, ssh_identity_file=None, ssh_str=None,
+                        placement_group_timeout_s=100, nics=None):
+        return RaySettings(timeout_s=timeout_s,
+                           placement_group_timeout_s=placement_group_timeout_s,
+                           nics=nics, ssh_identity_file=ssh_identity_file, ssh_str=ssh_str)
+
+    def __init__(self, settings=None, num_workers=None, num_hosts=None,
+                 num_workers_per_host=1, cpus_per_worker=1, use_gpu=False,
+                 gpus_per_worker=None, **elastic):
+        unknown = sorted(set(elastic) - set(_ELASTIC))
+        if unknown:
+            raise TypeError(f"RayExecutor() got unexpected keyword arguments: "
+                            f"{', '.join(unknown)}")
+        if any(v is not None for k, v in elastic.items()):
+            raise NotImplementedError(
+                "RayExecutor: elastic jobs on Ray are not supported yet "
+                f"({', '.join(sorted(elastic))}); run an elastic job with hvdrun "
+                "--elastic, or a fixed number of workers here")
+        if gpus_per_worker and not use_gpu:
+            raise ValueError("RayExecutor: gpus_per_worker is set, but use_gpu is False")
+        if use_gpu and gpus_per_worker is not None and gpus_per_worker < 1:
+            raise ValueError(f"RayExecutor: gpus_per_worker must be 1 or more; got "
+                             f"{gpus_per_worker}")
+        self.settings = settings or RaySettings()
+        self.use_gpu = use_gpu
+        self.placement = Placement.for_job(
+            num_workers, num_hosts, num_workers_per_host, cpus_per_worker,
+            (gpus_per_worker or 1) if use_gpu else 0)
+        self.workers = []
+        # Each rank's node: what Ray reports for its actor (address, id, host, pid).
+        self.nodes = []
+
+    @property
+    def num_workers(self):
+        return self.placement.num_workers
+
+    def start(self, executable_cls=None, executable_args=None, executable_kwargs=None,
+              extra_env_vars=None):
+        """Places the workers, gives each its rank's variables (and ``extra_env_vars``),
+        and makes ``executable_cls(*executable_args, **executable_kwargs)`` on each, the
+        object ``execute`` passes to its function."""
+        try:
+            self._start(executable_cls, executable_args, executable_kwargs,
+                        extra_env_vars or {})
+        except BaseException:
+            self.shutdown()
+            raise
+
+    def _start(self, executable_cls, args, kwargs, extra_env_vars):
+        self.placement.reserve(self.settings.placement_group_timeout_s)
+        actor = ray.remote(Worker)
+        actors = [actor.options(**self.placement.options(i)).remote()
+                  for i in range(self.num_workers)]
+        # Until they are placed and numbered, a failure has no rank to name: these are
+        # the workers to kill should the start fail.
+        self.workers = actors
+        nodes = ray.get([a.node.remote() for a in actors],
+                        timeout=self.settings.timeout_s)
+        # The address each node registered with Ray, which its peers reach it on.
+        addresses = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}
+        for node in nodes:
+            node["ip"] = addresses[node["node_id"]]
+        order = placement.group_by_node([n["node_id"] for n in nodes])
+        self.workers = [actors[i] for i in order]
+        self.nodes = [nodes[i] for i in order]
+        ranks = placement.rank_environments([n["node_id"] for n in self.nodes],
+                                            [n["hostname"] for n in self.nodes])
+        port = ray.get(self.workers[0].free_port.remote())
+        job = placement.job_environment(self.nodes[0]["ip"], port, self.settings.timeout_s,
+                                        self.settings.nics)
+        gpus = self._visible_devices() if self.use_gpu else [{}] * self.num_workers
+        ray.get([w.update_env_vars.remote({**job, **extra_env_vars, **rank, **gpu})
+                 for w, rank, gpu in zip(self.workers, ranks, gpus)])
+        ray.get([w.start_executable.remote(executable_cls, args, kwargs)
+                 for w in self.workers])
+
+    def _visible_devices(self):
+        """Every worker of a node sees every GPU Ray gave that node's workers (as in
+        Horovod), so that ``hvd.local_rank()`` picks its own and peers can reach theirs."""
+        by_node = {}
+        for node in self.nodes:
+            by_node.setdefault(node["node_id"], []).extend(node["gpu_ids"])
+        return [{"CUDA_VISIBLE_DEVICES": ",".join(sorted(set(by_node[n["node_id"]]), key=str))}
+                for n in self.nodes]
+
+    def execute(self, fn):
+        """``fn(executable)`` on every worker; the results in rank order."""
+        self._assert_started()
+        return gather([w.execute.remote(fn) for w in self.workers], self.nodes)
+
+    def run(self, fn, args=None, kwargs=None):
+        """``fn(*args, **kwargs)`` on every worker; the results in rank order. A rank
+        that fails (its function raised, or its worker died) raises WorkerFailedError
+        naming it, its node and Ray's error."""
+        return gather(self.run_remote(fn, args, kwargs), self.nodes)
+
+    def run_remote(self, fn, args=None, kwargs=None):
+        """``fn(*args, **kwargs)`` on every worker, without waiting: Ray object refs in
+        rank order."""
+        self._assert_started()
+        return [w.run.remote(fn, list(args or ()), dict(kwargs or {})) for w in self.workers]
+
+    def execute_single(self, fn):
+        """``fn(executable)`` on rank 0 alone."""
+        self._assert_started()
+        return gather([self.workers[0].execute.remote(fn)], self.nodes[:1])[0]
+
+    def _assert_started(self):
+        if not self.nodes:
+            raise RuntimeError("RayExecutor: call start() first (or after shutdown())")
+
+    def shutdown(self):
+        """Kills every worker (whatever it is running) and frees the placement group."""
+        for worker in self.workers:
+            ray.kill(worker, no_restart=True)
+        self.workers, self.nodes = [], []
+        self.placement.release()

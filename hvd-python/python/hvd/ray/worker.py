@@ -1,0 +1,51 @@
+"""One rank of a ``RayExecutor`` job: a Ray actor that holds the rank's launcher variables
+and runs the driver's functions with them, as a process hvdrun started would."""
+
+import os
+import socket
+
+import ray
+
+from hvd.ray import placement
+
+
+class Worker:
+    """The actor. Its process lives as long as the executor, so every function it runs
+    shares one hvd job: ``hvd.init()`` in the first, and again after an ``hvd.shutdown()``,
+    meet the other ranks through rank 0's store."""
+
+    def __init__(self):
+        self.env = {}
+        self.executable = None
+
+    def node(self):
+        """Where Ray placed this actor: its node, the host's name, its process id and the
+        GPUs Ray gave it."""
+        return {"node_id": ray.get_runtime_context().get_node_id(),
+                "hostname": socket.gethostname(), "pid": os.getpid(),
+                "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
+
+    def free_port(self):
+        return placement.free_port()
+
+    def update_env_vars(self, env):
+        """Adds ``env`` to the rank's variables (Horovod's name for this method)."""
+        self.env.update({k: str(v) for k, v in env.items()})
+        os.environ.update(self.env)
+
+    def start_executable(self, executable_cls=None, args=None, kwargs=None):
+        if executable_cls is not None:
+            self._place()
+            self.executable = executable_cls(*(args or ()), **(kwargs or {}))
+
+    def execute(self, fn):
+        """``fn(executable)``: the object ``start`` made (None without one)."""
+        self._place()
+        return fn(self.executable)
+
+    def run(self, fn, args, kwargs):
+        self._place()
+        return fn(*args, **kwargs)
+
+    def _place(self):
+        os.environ.update(placement.store_environment(self.env))
