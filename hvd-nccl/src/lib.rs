@@ -133,6 +133,11 @@ pub fn device_of(config: &NcclConfig, local_rank: usize) -> hvd_core::Result<u32
     Ok(local_rank as u32 % cuda::device_count(driver)?.max(1))
 }
 
+/// How many CUDA devices this process sees through the driver `config` loads.
+pub fn device_count(config: &NcclConfig) -> hvd_core::Result<u32> {
+    cuda::device_count(driver::load(&config.cuda_library)?)
+}
+
 /// The version of the NCCL that `config` loads, or why it cannot load one.
 pub fn version(config: &NcclConfig) -> hvd_core::Result<Version> {
     library::load(&config.nccl_library).map(|n| n.version)

@@ -76,6 +76,7 @@ use work::SetRegistry;
 pub fn start(router: Router, config: Config, process_sets: Vec<Vec<usize>>) -> Result<Hvd> {
     let topology = router.host().topology().clone();
     let transport_name = router.host().backend();
+    let device_transports = router.device_backends();
     let trace = Arc::new(Trace::default());
     trace.recorder.set_mark_cycles(config.timeline_mark_cycles);
     if let Some(path) = &config.timeline {
@@ -99,6 +100,7 @@ pub fn start(router: Router, config: Config, process_sets: Vec<Vec<usize>>) -> R
         inner: Arc::new(Inner {
             topology,
             transport: transport_name,
+            device_transports,
             config,
             global,
             registry,
@@ -114,6 +116,7 @@ pub fn start(router: Router, config: Config, process_sets: Vec<Vec<usize>>) -> R
 struct Inner {
     topology: Topology,
     transport: &'static str,
+    device_transports: Vec<&'static str>,
     config: Config,
     global: Arc<SetEngine>,
     registry: Arc<Registry>,
@@ -178,6 +181,12 @@ impl Hvd {
     /// within hosts, TCP across), `"mpi"`, or a custom one's name.
     pub fn transport(&self) -> &'static str {
         self.inner.transport
+    }
+
+    /// The device transports beside it (`["nccl"]`); none when device tensors are staged
+    /// through host memory.
+    pub fn device_transports(&self) -> &[&'static str] {
+        &self.inner.device_transports
     }
 
     /// The configuration in effect.

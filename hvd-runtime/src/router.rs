@@ -67,6 +67,11 @@ impl Router {
         &self.transports[0]
     }
 
+    /// The backends of the device transports beside the host one (`["nccl"]`).
+    pub fn device_backends(&self) -> Vec<&'static str> {
+        self.transports[1..].iter().map(|t| t.backend()).collect()
+    }
+
     /// Splits every transport; a rank is a member of all the sub-groups or of none.
     pub fn split_router(&self, members: &[usize]) -> Result<Option<Router>> {
         let mut subs = Vec::with_capacity(self.transports.len());

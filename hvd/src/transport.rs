@@ -134,14 +134,19 @@ impl Backend {
     /// it is compiled in and an MPI launcher started `world`; else shared memory when
     /// every rank of `world` is on this host; else the first compiled in.
     pub fn for_world(world: &World) -> Result<Backend> {
+        match Backend::named()? {
+            Some(backend) => Ok(backend),
+            None => Backend::default_host(world),
+        }
+    }
+
+    /// The backend `HVD_BACKEND` (alias `HOROVOD_CPU_OPERATIONS`) names, if either is set.
+    pub fn named() -> Result<Option<Backend>> {
         let named = hvd_core::env::parse_first::<Backend, _>(
             &["HVD_BACKEND", "HOROVOD_CPU_OPERATIONS"],
             &expected_backend(),
         )?;
-        if let Some((_, backend)) = named {
-            return Ok(backend);
-        }
-        Backend::default_host(world)
+        Ok(named.map(|(_, backend)| backend))
     }
 
     /// The transport for host tensors in `world`: this one, or for `nccl` (a device
