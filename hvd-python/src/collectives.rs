@@ -5,6 +5,7 @@
 
 use std::str::FromStr;
 
+use hvd::core::Ready;
 use hvd::{DType, ReduceOp, Reduction};
 use pyo3::exceptions::{PyNotImplementedError, PyValueError};
 use pyo3::prelude::*;
@@ -15,21 +16,27 @@ use crate::handle::{Pending, PyHandle, Results};
 use crate::job;
 use crate::memory::TensorMemory;
 
-/// A host tensor from Python: described by pointer (data pointer, byte length, dtype
-/// name, shape, the tensor itself, held until the operation completes), worked on in
-/// place; or a DLPack capsule, copied into hvd's memory at once (the framework's buffer
-/// is never written) and given back as a capsule.
+/// A tensor from Python: a host tensor described by pointer (data pointer, byte length,
+/// dtype name, shape, the tensor itself, held until the operation completes), worked on
+/// in place; a CUDA tensor described the same way plus its device ordinal and the
+/// `CUevent` recorded on its producer's stream (the owner holds the event too), worked on
+/// in place on its device; or a DLPack capsule, copied into hvd's memory at once (the
+/// framework's buffer is never written) and given back as a capsule.
 #[derive(FromPyObject)]
 pub enum TensorArg {
     Described(usize, usize, String, Vec<usize>, Py<PyAny>),
+    OnDevice(usize, usize, String, Vec<usize>, Py<PyAny>, u32, usize),
     Dlpack(Py<PyAny>),
 }
 
 impl TensorArg {
     fn memory(self, py: Python<'_>, op: &str) -> PyResult<(TensorMemory, Results)> {
-        let (ptr, nbytes, dtype_name, shape, owner) = match self {
+        let (ptr, nbytes, dtype_name, shape, owner, device) = match self {
             TensorArg::Described(ptr, nbytes, dtype, shape, owner) => {
-                (ptr, nbytes, dtype, shape, owner)
+                (ptr, nbytes, dtype, shape, owner, None)
+            }
+            TensorArg::OnDevice(ptr, nbytes, dtype, shape, owner, ordinal, event) => {
+                (ptr, nbytes, dtype, shape, owner, Some((ordinal, event)))
             }
             TensorArg::Dlpack(capsule) => {
                 let (dtype, shape, bytes) = dlpack::copy_from_capsule(capsule.bind(py), op)?;
@@ -52,6 +59,21 @@ impl TensorArg {
                 "{op}: a {dtype} tensor of shape {:?} cannot span {} bytes",
                 shape, nbytes
             )));
+        }
+        if let Some((ordinal, event)) = device {
+            let ready = match event {
+                0 => Ready::Now,
+                event => Ready::Event(event as u64),
+            };
+            let memory = crate::device::memory(ordinal)?;
+            // SAFETY: the Python front passes the device pointer and byte length of a
+            // contiguous CUDA tensor of device `ordinal` (checked there) and the event
+            // recorded after the work that writes it; `owner` keeps both alive, and the
+            // front does not touch the tensor until the handle is waited on.
+            let memory = unsafe {
+                TensorMemory::device(ptr as u64, nbytes, dtype, shape, ready, memory, owner)
+            };
+            return Ok((memory, Results::Device));
         }
         // SAFETY: the Python front passes the data pointer and byte length of a
         // contiguous host tensor (checked there) that `owner` keeps alive, and does not

@@ -7,7 +7,8 @@
 
 use std::ffi::{CStr, c_void};
 
-use hvd::DType;
+use hvd::core::DeviceBlock;
+use hvd::{DType, Device};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::{PyErr, ffi};
@@ -51,6 +52,7 @@ const CAPSULE: &CStr = c"dltensor";
 /// The name a consumer gives a capsule it has taken over (DLPack's protocol).
 const USED_CAPSULE: &CStr = c"used_dltensor";
 const CPU: i32 = 1;
+const CUDA: i32 = 2;
 const DEVICE_NAMES: [&str; 18] = [
     "",
     "CPU",
@@ -237,13 +239,22 @@ fn row_major(shape: &[usize], strides: &[i64]) -> bool {
     true
 }
 
-/// What an exported capsule owns: the tensor DLPack describes, its shape and its bytes.
+/// The memory an exported capsule owns: host bytes, or a block of a device's memory
+/// (freed, once the device's queued work is done, when the consumer lets it go).
+enum Owned {
+    Host(#[allow(dead_code, reason = "held for its memory, read through the tensor")] AlignedBytes),
+    Device(
+        #[allow(dead_code, reason = "held for its memory, read through the tensor")] DeviceBlock,
+    ),
+}
+
+/// What an exported capsule owns: the tensor DLPack describes, its shape and its memory.
 /// `repr(C)` with the tensor first, so the tensor's address is this struct's.
 #[repr(C)]
 struct Exported {
     managed: DLManagedTensor,
     shape: Vec<i64>,
-    bytes: AlignedBytes,
+    _memory: Owned,
 }
 
 unsafe extern "C" fn release_exported(managed: *mut DLManagedTensor) {
@@ -272,19 +283,52 @@ pub(crate) fn export(
     shape: &[usize],
     bytes: AlignedBytes,
 ) -> PyResult<Py<PyAny>> {
+    let data = bytes.as_ptr().cast_mut().cast::<c_void>();
+    let device = DLDevice {
+        device_type: CPU,
+        device_id: 0,
+    };
+    make_capsule(py, dtype, shape, data, device, Owned::Host(bytes))
+}
+
+/// A `dltensor` capsule that owns `block` as a CUDA tensor of `dtype` and `shape` on the
+/// block's device; its contents must be complete (the runtime's results are, once their
+/// handle is waited on), as a consumer given a bare capsule uses it at once.
+pub(crate) fn export_device(
+    py: Python<'_>,
+    dtype: DType,
+    shape: &[usize],
+    block: DeviceBlock,
+) -> PyResult<Py<PyAny>> {
+    let buffer = block.buffer();
+    let Device::Cuda(ordinal) = buffer.device() else {
+        return Err(PyValueError::new_err("a device result outside CUDA memory"));
+    };
+    let device = DLDevice {
+        device_type: CUDA,
+        device_id: ordinal as i32,
+    };
+    let data = buffer.ptr() as *mut c_void;
+    make_capsule(py, dtype, shape, data, device, Owned::Device(block))
+}
+
+fn make_capsule(
+    py: Python<'_>,
+    dtype: DType,
+    shape: &[usize],
+    data: *mut c_void,
+    device: DLDevice,
+    memory: Owned,
+) -> PyResult<Py<PyAny>> {
     let dtype = code_of(dtype)?;
     let mut shape: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
     let ndim = shape.len() as i32;
-    let data = bytes.as_ptr().cast_mut().cast::<c_void>();
     let shape_ptr = shape.as_mut_ptr();
     let exported = Box::into_raw(Box::new(Exported {
         managed: DLManagedTensor {
             dl_tensor: DLTensor {
                 data,
-                device: DLDevice {
-                    device_type: CPU,
-                    device_id: 0,
-                },
+                device,
                 ndim,
                 dtype,
                 shape: shape_ptr,
@@ -296,11 +340,11 @@ pub(crate) fn export(
             deleter: Some(release_exported),
         },
         shape,
-        bytes,
+        _memory: memory,
     }));
     // SAFETY: `exported` is a fresh, valid box; the shape and data pointers point into
-    // heap memory it owns, which does not move with it. If the capsule cannot be made,
-    // nothing else has seen the box and it is freed here.
+    // memory it owns (heap or device), which does not move with it. If the capsule cannot
+    // be made, nothing else has seen the box and it is freed here.
     unsafe {
         (*exported).managed.manager_ctx = exported.cast();
         let capsule = ffi::PyCapsule_New(exported.cast(), CAPSULE.as_ptr(), Some(drop_unconsumed));

@@ -30,6 +30,9 @@ pub(crate) enum Results {
     Python,
     /// A DLPack capsule: the result as a capsule of hvd's memory, in every case.
     Dlpack,
+    /// A CUDA tensor described by pointer: the result in place in it, or new device
+    /// memory as a CUDA DLPack capsule.
+    Device,
 }
 
 /// An operation in flight. Waiting twice is an error; dropping it unwaited is safe (the
@@ -59,12 +62,21 @@ fn resized(py: Python<'_>, memory: &TensorMemory) -> Resized {
     )
 }
 
-/// A result in hvd's memory as a DLPack capsule.
+/// A result in hvd's memory (on the host or a device) as a DLPack capsule.
 fn capsule(py: Python<'_>, memory: TensorMemory) -> PyResult<Py<PyAny>> {
-    let (dtype, shape, bytes) = memory.into_owned().ok_or_else(|| {
-        PyValueError::new_err("the result lives in the caller's tensor, not in hvd's memory")
-    })?;
+    if memory.on_device() {
+        let (dtype, shape, block) = memory
+            .into_device_owned()
+            .ok_or_else(in_callers_tensor)?
+            .map_err(to_py)?;
+        return dlpack::export_device(py, dtype, &shape, block);
+    }
+    let (dtype, shape, bytes) = memory.into_owned().ok_or_else(in_callers_tensor)?;
     dlpack::export(py, dtype, &shape, bytes)
+}
+
+fn in_callers_tensor() -> PyErr {
+    PyValueError::new_err("the result lives in the caller's tensor, not in hvd's memory")
 }
 
 #[pymethods]
@@ -81,7 +93,9 @@ impl PyHandle {
 
     /// Waits for the operation. For a tensor described by pointer, in-place operations
     /// return None; allgather and reducescatter return (bytearray, shape); alltoall
-    /// (bytearray, shape, received rows per rank). For a tensor given as a DLPack
+    /// (bytearray, shape, received rows per rank); for a CUDA tensor, these are a CUDA
+    /// DLPack capsule of the result on its device instead (alltoall: (capsule, received
+    /// rows per rank)), complete when this returns. For a tensor given as a DLPack
     /// capsule, every operation returns a capsule of the result (alltoall: (capsule,
     /// received rows per rank)).
     fn wait(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
@@ -92,7 +106,7 @@ impl PyHandle {
             .take()
             .ok_or_else(|| PyValueError::new_err("this handle was already waited on"))?;
         match (pending, self.results) {
-            (Pending::InPlace(h), Results::Python) => {
+            (Pending::InPlace(h), Results::Python | Results::Device) => {
                 py.detach(|| h.wait()).map_err(to_py)?;
                 Ok(py.None())
             }
@@ -105,11 +119,12 @@ impl PyHandle {
                 let (bytes, shape) = resized(py, &memory);
                 Ok((bytes, shape, rows).into_pyobject(py)?.into_any().unbind())
             }
-            (Pending::InPlace(h) | Pending::Resized(h), Results::Dlpack) => {
+            (Pending::InPlace(h) | Pending::Resized(h), Results::Dlpack)
+            | (Pending::Resized(h), Results::Device) => {
                 let memory = py.detach(|| h.wait()).map_err(to_py)?;
                 capsule(py, memory)
             }
-            (Pending::Split(h), Results::Dlpack) => {
+            (Pending::Split(h), Results::Dlpack | Results::Device) => {
                 let (memory, rows) = py.detach(|| h.wait()).map_err(to_py)?;
                 Ok((capsule(py, memory)?, rows)
                     .into_pyobject(py)?

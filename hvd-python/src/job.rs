@@ -57,10 +57,21 @@ pub fn init(py: Python<'_>, process_sets: Vec<Vec<usize>>) -> PyResult<bool> {
         return Ok(true);
     }
     let hvd = py
-        .detach(|| hvd::Builder::new().process_sets(process_sets).build())
+        .detach(|| builder(process_sets)?.build())
         .map_err(to_py)?;
     *job = Some(hvd);
     Ok(true)
+}
+
+/// The job's builder: with NCCL beside the host transport when no backend is named and
+/// this process can run NCCL, so that CUDA tensors go to it by device pointer (as in a
+/// Horovod built with NCCL); `HVD_BACKEND` naming a host transport keeps them staged.
+fn builder(process_sets: Vec<Vec<usize>>) -> hvd::Result<hvd::Builder> {
+    let builder = hvd::Builder::new().process_sets(process_sets);
+    Ok(match hvd::Backend::named()? {
+        None if crate::device::nccl_usable().is_ok() => builder.backend(hvd::Backend::Nccl),
+        _ => builder,
+    })
 }
 
 /// Makes `hvd` the running job (an elastic round's), ending any other.

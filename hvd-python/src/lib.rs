@@ -1,11 +1,13 @@
 //! `hvd._hvd`: the native half of hvd's Python front. Tensors arrive as pointers into
-//! their own memory and go through hvd's runtime without a copy, or as DLPack capsules
+//! their own memory (host memory, or a CUDA device's with the event their producer's
+//! work was recorded before) and go through hvd's runtime without a copy, or as DLPack capsules
 //! (TensorFlow's), copied once into aligned memory that goes back as a capsule; the
 //! Python package (`hvd.torch`, `hvd.tensorflow`, `hvd.keras`) holds what must be
 //! Python. No framework library is linked.
 
 mod aligned;
 mod collectives;
+mod device;
 mod dlpack;
 mod elastic;
 mod errors;
@@ -41,6 +43,9 @@ fn _hvd(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(job::transport, m)?)?;
     m.add_function(wrap_pyfunction!(job::is_homogeneous, m)?)?;
     m.add_function(wrap_pyfunction!(job::built_transports, m)?)?;
+    m.add_function(wrap_pyfunction!(device::device_path, m)?)?;
+    m.add_function(wrap_pyfunction!(device::nccl_version, m)?)?;
+    m.add_function(wrap_pyfunction!(device::cuda_device_count, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(elastic::elastic_worker, m)?)?;
     m.add_function(wrap_pyfunction!(elastic::elastic_join, m)?)?;

@@ -122,15 +122,16 @@ def mpi_threads_supported():
 
 
 def nccl_built():
-    """0, Horovod's answer without NCCL (else its version code): hvd's Python front moves
-    CUDA tensors through host memory, with no NCCL."""
-    return 0
+    """The version code of the NCCL this process loads (``HVD_NCCL_LIBRARY``, else
+    ``libnccl.so.2``), as Horovod's build answers with its NCCL's; 0 when none loads. A
+    job's CUDA tensors go to it by device pointer (see ``hvd.torch``)."""
+    return _hvd.nccl_version()
 
 
 def cuda_built():
-    """False: nothing in this build runs on a GPU (CUDA tensors are copied to the host by
-    torch and reduced there)."""
-    return False
+    """Whether this process reaches CUDA devices: hvd loads the CUDA driver at run time
+    and sees at least one device (every build can)."""
+    return _hvd.cuda_device_count() > 0
 
 
 def rocm_built():

@@ -13,7 +13,7 @@ import functools
 import sys
 
 from hvd import _hvd
-from hvd.common import basics
+from hvd.common import basics, ops
 
 
 class HostsUpdatedInterrupt(RuntimeError):
@@ -152,6 +152,7 @@ def run(func):
             _hvd.elastic_leave(why)
             if _hvd.elastic_join() is None:
                 return None
+            ops.job_changed()
             # As in Horovod: after a reset, not before the first round.
             state.on_reset()
 

@@ -63,6 +63,22 @@ def restart_names():
     rank's sequence starts alike."""
     global _unnamed
     _unnamed = itertools.count()
+    job_changed()
+
+
+_jobs = 0
+
+
+def job_changed():
+    """Counts a new job or elastic round: what the fronts looked up about the last one
+    (the path CUDA tensors take) is looked up again."""
+    global _jobs
+    _jobs += 1
+
+
+def job_number():
+    """How many jobs and elastic rounds this process has started."""
+    return _jobs
 
 
 def name_for(name, op):

@@ -1,11 +1,19 @@
 """Tensor collectives, as horovod.torch's: each tensor is handed to hvd's runtime by
 pointer (``hvd.common.ops``), and the forms that return a new tensor are differentiable
-with Horovod's gradients. CUDA tensors are staged through host memory (hvd's Python
-front has no NCCL path): the current stream is synchronised, the data copied to the host,
-and the result copied back when the handle is synchronised."""
+with Horovod's gradients.
+
+CUDA tensors go by device pointer too, with an event recorded on torch's current stream
+(NCCL's stream waits for it on the device; the host does not block). With NCCL (found at
+``hvd.init()``, unless ``HVD_BACKEND`` names a host transport) they are reduced on the
+device; without it hvd's runtime stages them through host memory. Results whose shape
+differs come back on the device as DLPack capsules of hvd's memory, complete when the
+handle returns. Only when hvd cannot reach CUDA memory at all (no driver it can load)
+does this module copy them to the host itself. ``hvd._hvd.device_path()`` says which
+path the job takes, and hvd logs it once per job (a warning when it is not NCCL)."""
 
 import torch
 
+from hvd import _hvd
 from hvd.common import ops as _ops
 from hvd.common.basics import rank as _rank
 from hvd.common.ops import Adasum, Average, Max, Min, Product, Sum, resolve_op  # noqa: F401
@@ -43,8 +51,23 @@ def _check_inplace(tensor, what):
                          "place; call .contiguous() first, or use the out-of-place form")
 
 
+_path = (None, None)
+
+
+def _on_device(tensor):
+    """Whether hvd takes ``tensor`` by device pointer: a CUDA tensor, in a job whose CUDA
+    tensors hvd reaches (``_hvd.device_path()``, asked once per job)."""
+    global _path
+    if tensor.device.type != "cuda":
+        return False
+    if _path[0] != _ops.job_number():
+        _path = (_ops.job_number(), _hvd.device_path()[0])
+    return _path[1] != "host"
+
+
 def _host(tensor):
-    """The host tensor hvd works on: the tensor itself, or a staged copy of a CUDA one."""
+    """The host tensor hvd works on: the tensor itself, or a staged copy of a CUDA one
+    that hvd cannot take by device pointer."""
     if tensor.device.type == "cuda":
         # The kernels that produced the tensor may still be running on its stream.
         torch.cuda.current_stream(tensor.device).synchronize()
@@ -52,10 +75,23 @@ def _host(tensor):
     return tensor.detach()
 
 
-def _describe(host):
-    """The description ``hvd.common.ops`` takes: pointer, bytes, dtype, shape, owner."""
+def _describe(tensor, by_pointer=True):
+    """The description ``hvd.common.ops`` takes of ``tensor`` (contiguous), and the host
+    tensor a result lands in: for a host tensor, (pointer, bytes, dtype, shape, owner)
+    and the tensor; for a CUDA tensor hvd takes by device pointer, the same plus the
+    device and an event recorded on torch's current stream after the work that writes
+    it (the owner keeps both alive), and None. ``by_pointer=False`` stages a CUDA tensor
+    here (Adasum, which hvd runs on host memory)."""
+    if by_pointer and _on_device(tensor):
+        tensor = tensor.detach()
+        ready = torch.cuda.Event()
+        ready.record(torch.cuda.current_stream(tensor.device))
+        return (tensor.data_ptr(), tensor.numel() * tensor.element_size(),
+                _DTYPES[tensor.dtype], list(tensor.shape), (tensor, ready),
+                tensor.device.index, ready.cuda_event), None
+    host = _host(tensor)
     return (host.data_ptr(), host.numel() * host.element_size(), _DTYPES[host.dtype],
-            list(host.shape), host)
+            list(host.shape), host), host
 
 
 def _copy(tensor):
@@ -98,10 +134,19 @@ def _from_bytes(buffer, shape, dtype, device):
     return out.to(device) if device.type != "cpu" else out
 
 
+def _new_tensor(out, dtype, device):
+    """A result of another shape: a CUDA DLPack capsule of hvd's device memory (taken
+    over without a copy), or (bytes, shape) of host memory."""
+    if not isinstance(out, tuple):
+        return torch.from_dlpack(out)
+    return _from_bytes(out[0], out[1], dtype, device)
+
+
 def _in_place(tensor, host, native):
-    """A handle that returns ``tensor``, copying a staged result back into it."""
+    """A handle that returns ``tensor``, copying a staged result back into it (``host``,
+    None when hvd worked in the tensor's own memory)."""
     def finish(_):
-        if host.data_ptr() != tensor.data_ptr():
+        if host is not None and host.data_ptr() != tensor.data_ptr():
             with torch.no_grad():
                 tensor.copy_(host)
         return tensor
@@ -110,8 +155,7 @@ def _in_place(tensor, host, native):
 
 def _resized(tensor, native):
     """A handle that returns the new tensor of another shape."""
-    return Handle(native, lambda out: _from_bytes(out[0], out[1], tensor.dtype,
-                                                  tensor.device))
+    return Handle(native, lambda out: _new_tensor(out, tensor.dtype, tensor.device))
 
 
 def _group_names(name, count, op):
@@ -127,9 +171,9 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
     for Adasum); returns a handle."""
     _check_inplace(tensor, "allreduce")
     op = resolve_op(op, average)
-    host = _host(tensor)
-    native = _ops.allreduce_async(name, _describe(host), op, prescale_factor,
-                                  postscale_factor, process_set)
+    described, host = _describe(tensor, by_pointer=op is not Adasum)
+    native = _ops.allreduce_async(name, described, op, prescale_factor, postscale_factor,
+                                  process_set)
     return _in_place(tensor, host, native)
 
 
@@ -269,8 +313,8 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     """Starts an allgather: the ranks' tensors concatenated along the first dimension
     (which may differ between ranks); ``tensor`` is left as it is."""
     _check(tensor, "allgather")
-    host = _host(tensor).contiguous()
-    return _resized(tensor, _ops.allgather_async(name, _describe(host), process_set))
+    described, _ = _describe(tensor.contiguous())
+    return _resized(tensor, _ops.allgather_async(name, described, process_set))
 
 
 def _offset(rows, process_set):
@@ -350,8 +394,8 @@ def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_se
     """Starts an in-place broadcast of ``root_rank``'s tensor (a global rank, a member of
     the set); returns a handle."""
     _check_inplace(tensor, "broadcast")
-    host = _host(tensor)
-    native = _ops.broadcast_async(name, _describe(host), root_rank, process_set)
+    described, host = _describe(tensor)
+    native = _ops.broadcast_async(name, described, root_rank, process_set)
     return _in_place(tensor, host, native)
 
 
@@ -408,13 +452,15 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     ``r`` (even splits by default). The handle gives the received tensor and the rows
     received from each rank."""
     _check(tensor, "alltoall")
-    host = _host(tensor).contiguous()
-    native = _ops.alltoall_async(name, _describe(host), _splits(splits), process_set)
+    described, _ = _describe(tensor.contiguous())
+    native = _ops.alltoall_async(name, described, _splits(splits), process_set)
     device = splits.device if isinstance(splits, torch.Tensor) else torch.device("cpu")
 
     def finish(out):
-        received = torch.tensor(out[2], dtype=torch.int32, device=device)
-        return _from_bytes(out[0], out[1], tensor.dtype, tensor.device), received
+        # (bytes, shape, rows) from host memory; (capsule, rows) from a device.
+        data, rows = (out[:2], out[2]) if len(out) == 3 else (out[0], out[1])
+        received = torch.tensor(rows, dtype=torch.int32, device=device)
+        return _new_tensor(data, tensor.dtype, tensor.device), received
     return Handle(native, finish)
 
 
@@ -460,10 +506,9 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
     first ranks take one more row when they do not divide evenly)."""
     _check(tensor, "reducescatter")
     op = _reducescatter_op(op)
-    host = _host(tensor).contiguous()
-    return _resized(tensor, _ops.reducescatter_async(name, _describe(host), op,
-                                                     prescale_factor, postscale_factor,
-                                                     process_set))
+    described, _ = _describe(tensor.contiguous())
+    return _resized(tensor, _ops.reducescatter_async(name, described, op, prescale_factor,
+                                                     postscale_factor, process_set))
 
 
 def _scattered_grad(grad, op, process_set, prescale_factor, postscale_factor):
