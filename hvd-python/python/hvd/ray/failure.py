@@ -93,8 +93,9 @@ def gather(refs, nodes, grace_s=GRACE_S):
         ready, pending = ray.wait(pending, num_returns=1)
         collect(ready)
     if errors:
-        ready, _ = ray.wait(pending, num_returns=len(pending), timeout=grace_s)
-        collect(ready)
+        if pending:
+            ready, _ = ray.wait(pending, num_returns=len(pending), timeout=grace_s)
+            collect(ready)
         error = blame(errors, nodes)
         raise error from error.cause
     return [results[rank] for rank in range(len(refs))]
