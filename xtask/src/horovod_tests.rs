@@ -15,6 +15,7 @@ use crate::workspace_root;
 mod junit;
 mod verdict;
 
+pub(crate) use verdict::excused_failures;
 use verdict::{Outcome, Verdict, judge};
 
 /// The variable that says where the suite is, when it is not beside the repository.
@@ -104,7 +105,7 @@ impl Options {
 
 /// The suite: `--suite`, else `HVD_HOROVOD_TESTS`, else `../shared/horovod-tests` beside
 /// the repository; an error saying where it looked when it is not there.
-fn locate(given: Option<PathBuf>, root: &Path) -> Result<PathBuf, String> {
+pub(crate) fn locate(given: Option<PathBuf>, root: &Path) -> Result<PathBuf, String> {
     let (dir, from) = match (given, std::env::var_os(SUITE_VAR)) {
         (Some(dir), _) => (dir, "--suite".to_string()),
         (None, Some(dir)) => (PathBuf::from(dir), SUITE_VAR.to_string()),
