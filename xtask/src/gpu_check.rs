@@ -50,25 +50,38 @@ const CANDLE_CUDA: &[&str] = &[
 /// The checks' script, written into the bundle as `run`.
 const RUN: &str = include_str!("gpu_check_run.sh");
 
+/// Runs Horovod's programs with more ranks than GPUs; written as `python/share_gpus.py`.
+const SHARE_GPUS: &str = include_str!("gpu_check_share_gpus.py");
+
+/// The PyPI package Horovod's test helper imports that the GPU machine lacks.
+const MOCK: &str = "mock";
+
 #[derive(Debug)]
 struct Options {
     /// Build the bundle here and stop.
     bundle: Option<PathBuf>,
+    /// Run the PyTorch checks on CUDA (`run torch-gpu`) instead of the default ones.
+    torch_gpu: bool,
 }
 
 impl Options {
     fn parse(args: &[String]) -> Result<Options, String> {
-        let mut bundle = None;
+        let mut options = Options {
+            bundle: None,
+            torch_gpu: false,
+        };
         let mut args = args.iter();
         while let Some(arg) = args.next() {
             match arg.as_str() {
                 "--bundle" => {
-                    bundle = Some(PathBuf::from(args.next().ok_or("--bundle needs a folder")?))
+                    options.bundle =
+                        Some(PathBuf::from(args.next().ok_or("--bundle needs a folder")?))
                 }
+                "torch-gpu" => options.torch_gpu = true,
                 other => return Err(format!("gpu-check: unknown option {other:?}")),
             }
         }
-        Ok(Options { bundle })
+        Ok(options)
     }
 }
 
@@ -82,13 +95,14 @@ pub fn run(args: &[String]) -> Result<(), String> {
     build(&root, &dir)?;
     if options.bundle.is_some() {
         println!(
-            "gpu-check: copy {0} to a machine with a GPU and run {0}/run there (each check's \
-             output goes to {0}/logs)",
+            "gpu-check: copy {0} to a machine with a GPU and run {0}/run there, and {0}/run \
+             torch-gpu for the PyTorch checks on CUDA (each check's output goes to {0}/logs)",
             dir.display()
         );
         return Ok(());
     }
     let status = Command::new(dir.join("run"))
+        .args(options.torch_gpu.then_some("torch-gpu"))
         .status()
         .map_err(|e| format!("cannot run {}/run: {e}", dir.display()))?;
     if status.success() {
@@ -159,6 +173,11 @@ fn build(root: &Path, dir: &Path) -> Result<(), String> {
     if let Err(why) = &wheel {
         println!("gpu-check: the bundle has no hvd wheel, so its torch check will fail: {why}");
     }
+    if let Err(why) = download(MOCK, &dir.join("python")) {
+        println!(
+            "gpu-check: the bundle has no {MOCK} wheel, so its torch-gpu-test_torch check will fail: {why}"
+        );
+    }
     let peers = root.join("../shared/peers/torch_dist_bench.py");
     let copied = [
         (peers, dir.join("python/torch_dist_bench.py")),
@@ -166,14 +185,24 @@ fn build(root: &Path, dir: &Path) -> Result<(), String> {
             root.join("examples/pytorch/train_mnist.py"),
             dir.join("python/train_mnist.py"),
         ),
+        (
+            root.join("examples/pytorch/bench_resnet50.py"),
+            dir.join("python/bench_resnet50.py"),
+        ),
     ];
     for (from, to) in copied {
         if let Err(e) = std::fs::copy(&from, &to) {
             println!("gpu-check: not in the bundle: {} ({e})", from.display());
         }
     }
+    write(&dir.join("python/share_gpus.py"), SHARE_GPUS)?;
+    if let Err(why) = horovod_suite(root, &dir.join("python/horovod-tests")) {
+        println!(
+            "gpu-check: the bundle has no Horovod tests, so its torch-gpu checks of them will fail: {why}"
+        );
+    }
     let run = dir.join("run");
-    std::fs::write(&run, RUN).map_err(|e| format!("writing {}: {e}", run.display()))?;
+    write(&run, RUN)?;
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o755))
         .map_err(|e| format!("{}: {e}", run.display()))?;
@@ -191,6 +220,67 @@ fn build(root: &Path, dir: &Path) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+fn write(path: &Path, text: &str) -> Result<(), String> {
+    std::fs::write(path, text).map_err(|e| format!("writing {}: {e}", path.display()))
+}
+
+/// Horovod's test suite (the shim and its upstream files) copied into `out`, with the
+/// failures it has on CPU too, for the GPU machine's verdict: one `test<TAB>what its
+/// failure says<TAB>why` line each in `cpu_failures.tsv`.
+fn horovod_suite(root: &Path, out: &Path) -> Result<(), String> {
+    let suite = crate::horovod_tests::locate(None, root)?;
+    for part in ["shim", "upstream"] {
+        copy_folder(&suite.join(part), &out.join(part))?;
+    }
+    write(&out.join("cpu_failures.tsv"), &cpu_failures())
+}
+
+fn cpu_failures() -> String {
+    crate::horovod_tests::excused_failures()
+        .map(|(test, says, why)| format!("{test}\t{says}\t{why}\n"))
+        .collect()
+}
+
+fn copy_folder(from: &Path, to: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(to).map_err(|e| format!("creating {}: {e}", to.display()))?;
+    let entries = std::fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))?;
+    for entry in entries.flatten() {
+        let (path, target) = (entry.path(), to.join(entry.file_name()));
+        if path.is_dir() {
+            copy_folder(&path, &target)?;
+        } else {
+            std::fs::copy(&path, &target)
+                .map_err(|e| format!("copying {}: {e}", path.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// A package's wheel from PyPI into `out`, without its dependencies (the GPU machine has
+/// no internet; the run script puts the wheel on PYTHONPATH there).
+fn download(package: &str, out: &Path) -> Result<(), String> {
+    let python = crate::python::venv().join("bin/python");
+    let status = Command::new(&python)
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--only-binary",
+            ":all:",
+            "-d",
+        ])
+        .arg(out)
+        .arg(package)
+        .status()
+        .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
+    status
+        .success()
+        .then_some(())
+        .ok_or_else(|| format!("pip download {package} failed ({status})"))
 }
 
 /// The hvd wheel, built into `out` with maturin from the Python environment.
@@ -237,8 +327,10 @@ mod tests {
     /// A bundle of fakes that print what the real programs print on a one-GPU machine,
     /// so the run script's own logic (logs, limits, verdicts) runs without a GPU.
     /// `FAKE_FUSED_US` sets the fused time at 2 ranks; `FAKE_HANG=<pid file>` makes the
-    /// one-rank fusion benchmark hang.
-    const FAKES: [(&str, &str); 5] = [
+    /// one-rank fusion benchmark hang. For torch-gpu: `FAKE_HVD_IMG` sets hvd.torch's
+    /// images/s at 2 ranks, `FAKE_FAILS` names a test of Horovod's that fails for a reason
+    /// of hvd's, and `FAKE_PYTEST_HANG` makes the pytest session hang after two tests.
+    const FAKES: [(&str, &str); 8] = [
         (
             "bin/hvdrun",
             r#"#!/usr/bin/env bash
@@ -251,7 +343,7 @@ case "$*" in
         echo "hvdrun: rank 1 failed first (killed by signal 9); ranks 0, 2 failed because they lost rank 1"
         exit 1 ;;
     *" ops") echo '[{"name": "NCCL_ALLREDUCE"}, {"name": "MEMCPY_IN_FUSION_BUFFER"}]' >"$HVD_TIMELINE"; echo PASSED ;;
-    *train_mnist.py*) shift 2; exec "$@" ;;
+    *train_mnist.py*|*bench_resnet50.py*|*share_gpus*) FAKE_NP=$2; export FAKE_NP; shift 2; exec "$@" ;;
     *train_mnist*) echo "epoch  1/1  loss 0.1000  test accuracy 97.00%     1000 examples/s on 1 rank" ;;
     *) echo "fake hvdrun: unexpected $*"; exit 2 ;;
 esac
@@ -288,9 +380,61 @@ print("Test set: Average loss: 0.1513, Accuracy: 97.20%")
 "#,
         ),
         (
+            "python/bench_resnet50.py",
+            r#"import json, os, sys
+import hvd_fake  # from the unpacked wheel
+mode = sys.argv[sys.argv.index("--mode") + 1]
+ranks = int(os.environ.get("FAKE_NP", "2" if mode == "ddp" else "1"))
+img = {("plain", 1): 2000, ("hvd", 1): 1960, ("ddp", 2): 700,
+       ("hvd", 2): int(os.environ.get("FAKE_HVD_IMG", "735"))}[mode, ranks]
+print(json.dumps({"bench": "resnet50", "mode": mode, "ranks": ranks, "img_per_s_per_rank": img,
+                  "ms_per_step": 64e3 / img, "device_path": ["nccl", "by device pointer over nccl"]}))
+"#,
+        ),
+        (
+            "python/share_gpus.py",
+            r#"import os, sys, time
+import horovod, hvd_fake  # the shim and the wheel
+if sys.argv[1:3] != ["-m", "pytest"]:
+    assert sys.argv[1].endswith("examples/pytorch/pytorch_synthetic_benchmark.py"), sys.argv
+    print("Iter #1: 1000.0 img/sec per GPU")
+    print("Total img/sec on %s GPU(s): %d.0 +-1.0" % (os.environ["FAKE_NP"], 1000 * int(os.environ["FAKE_NP"])))
+    sys.exit()
+import mock  # from its wheel
+assert sys.argv[-1].endswith("test/parallel/test_torch.py") and os.path.exists(sys.argv[-1]), sys.argv
+fails = os.environ.get("FAKE_FAILS", "")
+for rank in (0, 1):
+    print(f"[{rank}]<stdout>: test_torch.py::TorchTests::test_horovod_allreduce PASSED [ 1%]")
+    print(f"[{rank}]<stdout>: test_torch.py::TorchTests::test_horovod_rank PASSED [ 2%]")
+    if os.environ.get("FAKE_PYTEST_HANG"):
+        sys.stdout.flush()
+        time.sleep(60)
+    print(f"[{rank}]<stdout>: test_torch.py::TorchTests::test_model_parallelism SKIPPED (Not enough GPUs available) [ 3%]")
+    for test in ("test_force_allreduce", "test_broadcast_state"):
+        print(f"[{rank}]<stdout>: test_torch.py::TorchTests::{test} FAILED [ 4%]")
+    if rank == 1 and fails:
+        print(f"[1]<stdout>: test_torch.py::TorchTests::{fails} FAILED [ 5%]")
+    print(f"[{rank}]<stdout>: FAILED test_torch.py::TorchTests::test_force_allreduce - ValueError: Muon only supports 2D parameters whereas we found 1-D")
+    print(f"[{rank}]<stdout>: FAILED test_torch.py::TorchTests::test_broadcast_state - ValueError: Muon only supports 2D parameters whereas we found 1-D")
+    if rank == 1 and fails:
+        print(f"[1]<stdout>: FAILED test_torch.py::TorchTests::{fails} - RuntimeError: CUDA error: an illegal memory access")
+"#,
+        ),
+        ("python/horovod-tests/shim/horovod/__init__.py", ""),
+        (
             "path/nvidia-smi",
             "#!/bin/sh\necho 'GPU 0: NVIDIA H200 (UUID: GPU-fake)'\n",
         ),
+    ];
+
+    /// What the fake bundle prints for `run torch-gpu`, in order, when everything passes.
+    const TORCH_GPU_PASSING: [&str; 6] = [
+        "driver",
+        "nccl: NCCL 2.28.9 (libnccl.so.2), CUDA driver 13.0 (libcuda.so.1), 1 x Fake GPU",
+        "torch-gpu-resnet50-1: hvd.torch 1 rank: 0.98x plain (1960 vs 2000 img/s per rank, 32.7 vs 32.0 ms per step; at least 0.95x), hvd.torch path: nccl",
+        "torch-gpu-resnet50-2: hvd.torch 2 ranks: 1.05x DDP (735 vs 700 img/s per rank, 87.1 vs 91.4 ms per step; at least 1.0x), hvd.torch path: nccl",
+        "torch-gpu-synthetic: Total img/sec on 1 GPU(s): 1000.0 +-1.0; Total img/sec on 2 GPU(s): 2000.0 +-1.0",
+        "torch-gpu-test_torch: 2 ranks: 2 passed, 2 failed, 1 skipped; failed as on CPU: test_broadcast_state, test_force_allreduce (torch's Muon takes 2-D parameters only (Horovod's sweep tries every torch.optim class))",
     ];
 
     /// What the fake bundle prints, in order, when everything passes.
@@ -347,6 +491,26 @@ print("Test set: Average loss: 0.1513, Accuracy: 97.20%")
                 ])
                 .current_dir(&dir),
         );
+        std::fs::write(dir.join("mock.py"), "").unwrap();
+        succeeds(
+            Command::new("python3")
+                .args([
+                    "-m",
+                    "zipfile",
+                    "-c",
+                    "python/mock-0.0.0-fake.whl",
+                    "mock.py",
+                ])
+                .current_dir(&dir),
+        );
+        let suite = dir.join("python/horovod-tests");
+        for file in [
+            "upstream/test/parallel/test_torch.py",
+            "upstream/examples/pytorch/pytorch_synthetic_benchmark.py",
+        ] {
+            write_executable(&suite.join(file), "");
+        }
+        write(&suite.join("cpu_failures.tsv"), &cpu_failures()).unwrap();
         write_executable(&dir.join("bin/train_mnist"), "#!/bin/sh\n");
         succeeds(Command::new("gzip").arg(dir.join("bin/train_mnist")));
         dir
@@ -354,6 +518,14 @@ print("Test set: Average loss: 0.1513, Accuracy: 97.20%")
 
     /// Runs a fake bundle's script with the fake driver; returns its exit code and lines.
     fn run_fake(dir: &Path, env: &[(&str, &str)]) -> (Option<i32>, Vec<String>) {
+        run_fake_suite(dir, &[], env)
+    }
+
+    fn run_fake_suite(
+        dir: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> (Option<i32>, Vec<String>) {
         let path = format!(
             "{}:{}",
             dir.join("path").display(),
@@ -361,6 +533,7 @@ print("Test set: Average loss: 0.1513, Accuracy: 97.20%")
         );
         let out = Command::new("bash")
             .arg(dir.join("run"))
+            .args(args)
             .env("PATH", path)
             .env("HVD_GPU_CHECK_LIBCUDA", dir.join("run"))
             .env_remove("HVD_GPU_CHECK_LOGS")
@@ -375,10 +548,11 @@ print("Test set: Average loss: 0.1513, Accuracy: 97.20%")
         (out.status.code(), lines)
     }
 
-    /// `run --budget`: each check's limit in seconds, in order, and their total.
-    fn budget(run: &Path) -> (Vec<(String, u64)>, u64) {
+    /// `run [suite] --budget`: each check's limit in seconds, in order, and their total.
+    fn budget(run: &Path, suite: &[&str]) -> (Vec<(String, u64)>, u64) {
         let out = Command::new("bash")
             .arg(run)
+            .args(suite)
             .arg("--budget")
             .output()
             .unwrap();
@@ -397,35 +571,36 @@ print("Test set: Average loss: 0.1513, Accuracy: 97.20%")
     }
 
     #[test]
-    fn the_run_script_is_bash_and_its_checks_fit_in_five_minutes() {
+    fn the_run_script_is_bash_and_its_checks_fit_in_five_minutes_and_torch_gpu_in_six() {
         let dir = scratch("budget");
         let run = dir.join("run");
         std::fs::write(&run, RUN).unwrap();
         succeeds(Command::new("bash").arg("-n").arg(&run));
-        let (rows, total) = budget(&run);
+        for (suite, passing, most) in [
+            (&[][..], &PASSING[..], 300),
+            (&["torch-gpu"][..], &TORCH_GPU_PASSING[..], 6 * 60),
+        ] {
+            let (rows, total) = budget(&run, suite);
+            let names: Vec<&str> = rows.iter().map(|(n, _)| n.as_str()).collect();
+            let printed: Vec<&str> = passing
+                .iter()
+                .map(|l| l.split(':').next().unwrap())
+                .collect();
+            assert_eq!(names, printed);
+            assert_eq!(total, rows.iter().map(|(_, s)| s).sum::<u64>());
+            assert!(
+                total <= most,
+                "{suite:?}: the checks may take {total} s in all"
+            );
+        }
         let _ = std::fs::remove_dir_all(&dir);
-        let names: Vec<&str> = rows.iter().map(|(n, _)| n.as_str()).collect();
-        let printed: Vec<&str> = PASSING
-            .iter()
-            .map(|l| l.split(':').next().unwrap())
-            .collect();
-        assert_eq!(names, printed);
-        assert_eq!(total, rows.iter().map(|(_, s)| s).sum::<u64>());
-        assert!(total <= 300, "the checks may take {total} s in all");
     }
 
     #[test]
     fn every_check_passes_with_one_line_and_its_whole_output_in_a_log() {
         let dir = fake_bundle("pass");
         let (code, lines) = run_fake(&dir, &[]);
-        let want: Vec<String> = PASSING
-            .iter()
-            .map(|l| match l.split_once(": ") {
-                Some(_) => format!("PASS {l}"),
-                None => format!("PASS {l}: {}, 1 GPU(s)", dir.join("run").display()),
-            })
-            .collect();
-        assert_eq!(lines, want);
+        assert_eq!(lines, passed(&dir, &PASSING));
         assert_eq!(code, Some(0));
         for (line, check) in lines
             .iter()
@@ -442,6 +617,81 @@ print("Test set: Average loss: 0.1513, Accuracy: 97.20%")
             "torch.distributed: 2 ranks on 1 GPU: each sets NCCL_HOSTID=peer-<rank> (--share-gpu)"
         ));
         assert!(log("killed-rank").contains("ERROR: rank 2: lost rank 1 during allreduce"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The lines of a run in which every check of `passing` passed.
+    fn passed(dir: &Path, passing: &[&str]) -> Vec<String> {
+        passing
+            .iter()
+            .map(|l| match l.split_once(": ") {
+                Some(_) => format!("PASS {l}"),
+                None => format!("PASS {l}: {}, 1 GPU(s)", dir.join("run").display()),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn torch_gpu_runs_apart_with_ratios_counts_and_each_step_in_its_log() {
+        let dir = fake_bundle("torch-gpu");
+        let (code, lines) = run_fake_suite(&dir, &["torch-gpu"], &[]);
+        assert_eq!(lines, passed(&dir, &TORCH_GPU_PASSING));
+        assert_eq!(code, Some(0));
+        let log = |check: &str| {
+            std::fs::read_to_string(dir.join(format!("logs/torch-gpu-{check}.log"))).unwrap()
+        };
+        assert!(log("resnet50-1").contains("bench_resnet50.py --mode plain\n"));
+        assert!(log("resnet50-1").contains("hvdrun -np 1 python3 "));
+        assert!(log("resnet50-2").contains("bench_resnet50.py --mode ddp --world 2\n"));
+        assert!(log("synthetic").contains(
+            "Horovod's programs run under share_gpus: CUDA device N is N modulo the 1 GPU(s)"
+        ));
+        assert!(
+            log("synthetic")
+                .contains("--num-warmup-batches 2 --num-batches-per-iter 5 --num-iters 2\n")
+        );
+        assert!(log("test_torch").contains(
+            "[1]<stdout>: FAILED test_torch.py::TorchTests::test_broadcast_state - ValueError"
+        ));
+        assert!(!dir.join("logs/conformance-1.log").exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn torch_gpu_fails_on_a_slow_hvd_and_a_failure_of_its_own_and_counts_a_hung_session() {
+        let dir = fake_bundle("torch-gpu-fail");
+        let (code, lines) = run_fake_suite(
+            &dir,
+            &["torch-gpu"],
+            &[
+                ("FAKE_HVD_IMG", "630"),
+                ("FAKE_FAILS", "test_horovod_allgather"),
+            ],
+        );
+        assert_eq!(code, Some(1));
+        assert_eq!(
+            lines[3],
+            "FAIL torch-gpu-resnet50-2: hvd.torch 2 ranks: 0.90x DDP (630 vs 700 img/s per rank, 101.6 vs 91.4 ms per step; at least 1.0x), hvd.torch path: nccl"
+        );
+        assert_eq!(
+            lines[5],
+            "FAIL torch-gpu-test_torch: 2 ranks: 2 passed, 3 failed, 1 skipped; failed as on CPU: test_broadcast_state, test_force_allreduce (torch's Muon takes 2-D parameters only (Horovod's sweep tries every torch.optim class)); failed: test_horovod_allgather (RuntimeError: CUDA error: an illegal memory access)"
+        );
+        let started = std::time::Instant::now();
+        let (code, lines) = run_fake_suite(
+            &dir,
+            &["torch-gpu"],
+            &[
+                ("FAKE_PYTEST_HANG", "1"),
+                ("HVD_GPU_CHECK_BUDGET", "torch-gpu-test_torch=5"),
+            ],
+        );
+        assert!(started.elapsed().as_secs() < 30, "{:?}", started.elapsed());
+        assert_eq!(code, Some(1));
+        assert_eq!(
+            lines[5],
+            "FAIL torch-gpu-test_torch: timed out after 5 s (by then 2 ranks: 2 passed, 0 failed, 0 skipped)"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 

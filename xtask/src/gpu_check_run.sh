@@ -6,7 +6,10 @@
 #
 #   bash DIR/run            one PASS or FAIL line per check, with the figure that decided
 #                           it; exit status 1 when any failed
-#   bash DIR/run --budget   each check's time limit in seconds, and their sum
+#   bash DIR/run torch-gpu  the same for the PyTorch checks on CUDA (about 6 minutes):
+#                           hvd.torch's ResNet-50 speed against plain PyTorch and DDP,
+#                           Horovod's synthetic benchmark and its whole test_torch.py
+#   bash DIR/run [torch-gpu] --budget   each check's time limit in seconds, and their sum
 #
 # Each check's whole output goes to DIR/logs/<check>.log, or into the folder
 # HVD_GPU_CHECK_LOGS names. HVD_GPU_CHECK_BUDGET=check=seconds,... changes time limits
@@ -14,11 +17,15 @@
 set -u
 
 # Each check's time limit in seconds, in the order the checks run. Their sum leaves room
-# within 5 minutes for the untimed steps (unpacking, the verdicts), which xtask's tests
-# hold it to: a check that hangs costs its own limit and no more.
-budget=(
+# within 5 minutes (6 for torch-gpu) for the untimed steps (unpacking, the verdicts),
+# which xtask's tests hold it to: a check that hangs costs its own limit and no more.
+# torch-gpu runs apart, so that the default run stays within its 5 minutes.
+prerequisites=(
     driver 10
     nccl 10
+)
+default_budget=(
+    "${prerequisites[@]}"
     conformance-1 20
     conformance-2 25
     conformance-4 35
@@ -30,38 +37,57 @@ budget=(
     torch 40
     train_mnist 20
 )
-checks=()
+torch_gpu_budget=(
+    "${prerequisites[@]}"
+    torch-gpu-resnet50-1 40
+    torch-gpu-resnet50-2 60
+    torch-gpu-synthetic 60
+    torch-gpu-test_torch 180
+)
+
+suite=default show_budget=
+for arg in "$@"; do
+    case "$arg" in
+        torch-gpu) suite=torch_gpu ;;
+        --budget) show_budget=1 ;;
+        *)
+            echo "usage: $0 [torch-gpu] [--budget]" >&2
+            exit 2
+            ;;
+    esac
+done
+
 declare -A limit
+for ((i = 0; i < ${#default_budget[@]}; i += 2)); do
+    limit[${default_budget[i]}]=${default_budget[i + 1]}
+done
+for ((i = 0; i < ${#torch_gpu_budget[@]}; i += 2)); do
+    limit[${torch_gpu_budget[i]}]=${torch_gpu_budget[i + 1]}
+done
+declare -n budget=${suite}_budget
+checks=()
 for ((i = 0; i < ${#budget[@]}; i += 2)); do
     checks+=("${budget[i]}")
-    limit[${budget[i]}]=${budget[i + 1]}
 done
 budget_overrides=${HVD_GPU_CHECK_BUDGET:-}
 for pair in ${budget_overrides//,/ }; do
     name=${pair%%=*} seconds=${pair#*=}
     if [ -z "${limit[$name]+set}" ] || ! [[ $seconds =~ ^[0-9]+$ ]]; then
-        echo "HVD_GPU_CHECK_BUDGET: $pair is not check=seconds for one of: ${checks[*]}" >&2
+        echo "HVD_GPU_CHECK_BUDGET: $pair is not check=seconds for one of: $(printf '%s\n' "${!limit[@]}" | sort | xargs)" >&2
         exit 2
     fi
     limit[$name]=$seconds
 done
 
-case "${1:-}" in
-    "") ;;
-    --budget)
-        total=0
-        for check in "${checks[@]}"; do
-            printf '%-16s %4d\n' "$check" "${limit[$check]}"
-            total=$((total + limit[$check]))
-        done
-        printf '%-16s %4d\n' total "$total"
-        exit 0
-        ;;
-    *)
-        echo "usage: $0 [--budget]" >&2
-        exit 2
-        ;;
-esac
+if [ -n "$show_budget" ]; then
+    total=0
+    for check in "${checks[@]}"; do
+        printf '%-22s %4d\n' "$check" "${limit[$check]}"
+        total=$((total + limit[$check]))
+    done
+    printf '%-22s %4d\n' total "$total"
+    exit 0
+fi
 
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$here/bin
@@ -279,20 +305,37 @@ else:
 ' "$hvd_rows" "$torch_rows"
 }
 
+on_pythonpath() {
+    case ":${PYTHONPATH:-}:" in
+        *":$1:"*) ;;
+        *) export PYTHONPATH=$1${PYTHONPATH:+:$PYTHONPATH} ;;
+    esac
+}
+
+# Puts the bundle's wheel python/<name>-*.whl on PYTHONPATH, unpacked (once per run; the
+# GPU machine has no index to install from); fails the check when the bundle lacks it.
+use_wheel() {
+    local dir=$work/wheels/$1 wheel
+    if [ ! -d "$dir" ]; then
+        wheel=$(ls "$here"/python/"$1"-*.whl 2>/dev/null | head -n 1)
+        if [ -z "$wheel" ]; then
+            fail "not in this bundle: it was built without the $1 wheel"
+            return 1
+        fi
+        step python3 -m zipfile -e "$wheel" "$dir" || {
+            fail "cannot unpack $wheel: $(why)"
+            rm -rf "$dir"
+            return 1
+        }
+    fi
+    on_pythonpath "$dir"
+}
+
 # hvd.torch on CUDA tensors with DistributedOptimizer: Horovod's MNIST recipe.
 check_torch() {
-    local wheel
-    wheel=$(ls "$here"/python/hvd-*.whl 2>/dev/null | head -n 1)
-    if [ -z "$wheel" ]; then
-        fail "not in this bundle: it was built without the hvd wheel"
-        return
-    fi
-    step python3 -m zipfile -e "$wheel" "$work/py" || {
-        fail "cannot unpack $wheel: $(why)"
-        return
-    }
+    use_wheel hvd || return
     share 2
-    PYTHONPATH=$work/py${PYTHONPATH:+:$PYTHONPATH} step "$bin/hvdrun" -np 2 python3 "$here/python/train_mnist.py" \
+    step "$bin/hvdrun" -np 2 python3 "$here/python/train_mnist.py" \
         --epochs 1 --synthetic --synthetic-size 12000 || {
         fail "exit $?: $(why)"
         return
@@ -328,11 +371,143 @@ check_train_mnist() {
     fi
 }
 
+# ResNet-50's rows (bench_resnet50.py's JSON lines) from the check's log, for the verdicts
+# below, and the line comparing hvd.torch with a peer: PASS when hvd reaches `least` of
+# the peer's images/s per rank.
+resnet_rows='
+import json, sys
+rows = {}
+for line in open(sys.argv[1]):
+    at = line.find("{\"bench\"")
+    if at >= 0:
+        row = json.loads(line[at:])
+        rows[row["mode"], row["ranks"]] = row
+def compare(label, hvd, peer, name, least):
+    ours, theirs = hvd["img_per_s_per_rank"], peer["img_per_s_per_rank"]
+    ours_ms, theirs_ms, path = hvd["ms_per_step"], peer["ms_per_step"], hvd["device_path"][0]
+    ratio = ours / theirs
+    print(("PASS" if ratio >= least else "FAIL") + f" {label}: {ratio:.2f}x {name} ({ours:.0f} vs {theirs:.0f}"
+          f" img/s per rank, {ours_ms:.1f} vs {theirs_ms:.1f} ms per step; at least {least}x), hvd.torch path: {path}")
+'
+
+# ResNet-50 (batch 64, 224x224) on one rank: hvd.torch's DistributedOptimizer costs
+# almost nothing over plain PyTorch.
+check_torch_gpu_resnet50_1() {
+    use_wheel hvd || return
+    share 1
+    step python3 "$here/python/bench_resnet50.py" --mode plain || {
+        fail "plain PyTorch exit $?: $(why)"
+        return
+    }
+    step "$bin/hvdrun" -np 1 python3 "$here/python/bench_resnet50.py" --mode hvd || {
+        fail "hvd.torch exit $?: $(why)"
+        return
+    }
+    judge python3 -c "$resnet_rows"'
+compare("hvd.torch 1 rank", rows["hvd", 1], rows["plain", 1], "plain", 0.95)
+' "$log"
+}
+
+# The same at 2 ranks: hvd.torch at least as fast as DistributedDataParallel over NCCL
+# (each rank a NCCL host id of its own where they share a GPU).
+check_torch_gpu_resnet50_2() {
+    use_wheel hvd || return
+    share 2
+    step "$bin/hvdrun" -np 2 python3 "$here/python/bench_resnet50.py" --mode hvd || {
+        fail "hvd.torch exit $?: $(why)"
+        return
+    }
+    step python3 "$here/python/bench_resnet50.py" --mode ddp --world 2 || {
+        fail "DDP exit $?: $(why)"
+        return
+    }
+    judge python3 -c "$resnet_rows"'
+compare("hvd.torch 2 ranks", rows["hvd", 2], rows["ddp", 2], "DDP", 1.0)
+' "$log"
+}
+
+# Horovod's own programs, unmodified: hvd, the shim that maps `import horovod` onto it,
+# and share_gpus, which runs them with more ranks than GPUs (they pin cuda:local_rank).
+horovod_suite=$here/python/horovod-tests
+use_horovod() {
+    if [ ! -d "$horovod_suite/upstream" ]; then
+        fail "not in this bundle: it was built without Horovod's tests (../shared/horovod-tests)"
+        return 1
+    fi
+    use_wheel hvd || return 1
+    on_pythonpath "$here/python"
+    on_pythonpath "$horovod_suite/shim"
+    echo "Horovod's programs run under share_gpus: CUDA device N is N modulo the $gpus GPU(s)" >>"$log"
+}
+
+# Horovod's pytorch_synthetic_benchmark.py on CUDA at 1 and 2 ranks: it runs and prints
+# its totals.
+check_torch_gpu_synthetic() {
+    use_horovod || return
+    local np
+    for np in 1 2; do
+        share "$np"
+        step "$bin/hvdrun" -np "$np" python3 -m share_gpus \
+            "$horovod_suite/upstream/examples/pytorch/pytorch_synthetic_benchmark.py" \
+            --num-warmup-batches 2 --num-batches-per-iter 5 --num-iters 2 || {
+            fail "exit $? at $np rank(s): $(why)"
+            return
+        }
+    done
+    local totals
+    totals=$(grep -o 'Total img/sec on [0-9]* GPU.*' "$log")
+    if [ "$(echo "$totals" | grep -c .)" -eq 2 ]; then
+        pass "$(echo "$totals" | paste -sd ';' | sed 's/;/; /')"
+    else
+        fail "no 'Total img/sec on N GPU(s)' line at both 1 and 2 ranks: $(why)"
+    fi
+}
+
+# Horovod's test_torch.py, one 2-rank pytest session as Horovod's CI runs it. Counts
+# each test once (a failure on any rank fails it); failures listed in cpu_failures.tsv
+# (test, what its failure says, why: they fail on CPU too) do not fail the check.
+horovod_test_counts='
+import re, sys
+rank = {"PASSED": 0, "SKIPPED": 1, "FAILED": 2, "ERROR": 2}
+outcome, message = {}, {}
+for line in open(sys.argv[1]):
+    m = re.search(r"::(test_\w+) (PASSED|SKIPPED|FAILED|ERROR)\b", line)
+    if m:
+        outcome[m[1]] = max(outcome.get(m[1], 0), rank[m[2]])
+    m = re.search(r"(?:FAILED|ERROR) \S*::(test_\w+) - (.*)", line)
+    if m:
+        message.setdefault(m[1], m[2].strip())
+excused = [line.rstrip("\n").split("\t") for line in open(sys.argv[2]) if line.strip()]
+failed = sorted(t for t, o in outcome.items() if o == 2)
+def known(test):
+    return next((why for name, says, why in excused if name == test and says in message.get(test, "")), None)
+theirs = [t for t in failed if known(t)]
+ours = [t for t in failed if not known(t)]
+counts = f"2 ranks: {sum(o == 0 for o in outcome.values())} passed, {len(failed)} failed, {sum(o == 1 for o in outcome.values())} skipped"
+if theirs:
+    counts += "; failed as on CPU: " + ", ".join(theirs) + " (" + "; ".join(sorted({known(t) for t in theirs})) + ")"
+if ours:
+    says = {t: message.get(t, "no message")[:100] for t in ours}
+    counts += "; failed: " + ", ".join(f"{t} ({says[t]})" for t in ours)
+print(("PASS " if outcome and not ours else "FAIL ") + counts)
+'
+
+check_torch_gpu_test_torch() {
+    use_horovod && use_wheel mock || return
+    share 2
+    # A rank whose pytest fails still exits 0, so that hvdrun lets the other rank finish.
+    step "$bin/hvdrun" -np 2 bash -c 'python3 -m share_gpus -m pytest "$@"; echo "rank $HVD_RANK: pytest exit $?"' pytest \
+        -p no:cacheprovider -v -rA --timeout=45 --timeout-method=thread \
+        "$horovod_suite/upstream/test/parallel/test_torch.py"
+    judge python3 -c "$horovod_test_counts" "$log" "$horovod_suite/cpu_failures.tsv"
+    so_far="by then $figure"
+}
+
 failed=0
 for check in "${checks[@]}"; do
     log=$logs/$check.log
     : >"$log"
-    deadline=$((SECONDS + limit[$check])) timed_out=0 outcome=FAIL figure="the check gave no verdict"
+    deadline=$((SECONDS + limit[$check])) timed_out=0 outcome=FAIL figure="the check gave no verdict" so_far=
     if [ "$check" != driver ] && [ "$gpus" -lt 1 ]; then
         fail "not run: no GPU"
     else
@@ -342,7 +517,8 @@ for check in "${checks[@]}"; do
         esac
     fi
     if [ "$timed_out" = 1 ]; then
-        fail "timed out after ${limit[$check]} s (its log's last line: $(grep -v -e '^\s*$' "$log" | tail -n 1))"
+        [ -n "$so_far" ] || so_far="its log's last line: $(grep -v -e '^\s*$' "$log" | tail -n 1)"
+        fail "timed out after ${limit[$check]} s ($so_far)"
     fi
     [ "$outcome" = PASS ] || failed=1
     echo "$outcome $check${figure:+: $figure}" | tee -a "$log"
