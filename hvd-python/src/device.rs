@@ -44,9 +44,21 @@ pub(crate) fn nccl_usable() -> Result<(), String> {
 /// pointer through the job's NCCL communicator; `("staged", ...)` by device pointer,
 /// copied to host memory and back by hvd's runtime (no device transport); `("host",
 /// reason)` when hvd cannot reach device memory at all (the framework stages them).
+/// The fronts ask once per job, so this logs it once: at info for NCCL, and as a warning
+/// otherwise (a GPU job that stages its gradients runs far below NCCL's speed).
 #[pyfunction]
 pub fn device_path() -> PyResult<(&'static str, String)> {
     let hvd = job::current()?;
+    let (path, why) = path_of(&hvd)?;
+    let rank = hvd.rank();
+    match path {
+        "nccl" => tracing::info!("rank {rank}: CUDA tensors go {why}"),
+        _ => tracing::warn!("rank {rank}: CUDA tensors go {why}"),
+    }
+    Ok((path, why))
+}
+
+fn path_of(hvd: &hvd::Hvd) -> PyResult<(&'static str, String)> {
     if let Some(name) = hvd.device_transports().first() {
         return Ok(("nccl", format!("by device pointer over {name}")));
     }
@@ -61,7 +73,12 @@ pub fn device_path() -> PyResult<(&'static str, String)> {
                 why_no_nccl()
             ),
         ),
-        Err(e) => ("host", format!("hvd cannot reach CUDA memory: {e}")),
+        Err(e) => (
+            "host",
+            format!(
+                "through host memory, copied by the framework: hvd cannot reach CUDA memory: {e}"
+            ),
+        ),
     })
 }
 

@@ -26,6 +26,15 @@ def test_non_contiguous_tensor_is_refused_in_place_and_copied_otherwise():
     assert torch.equal(hvd.allgather(t, name="noncontig.gather"), t)
 
 
+def test_a_group_on_two_devices_is_refused_as_horovod_does():
+    # Horovod's test mixes CPU and CUDA tensors; "meta" stands in for a second device.
+    for group in (hvd.grouped_allreduce, hvd.grouped_allgather, hvd.grouped_reducescatter):
+        with pytest.raises(RuntimeError) as e:
+            group([torch.ones(2), torch.ones(2, device="meta")])
+        assert str(e.value) == (f"{group.__name__}: the tensors are on cpu, meta; a group's "
+                                "tensors must all be on one device")
+
+
 def test_unsupported_dtype_is_a_type_error():
     with pytest.raises(TypeError, match="does not support dtype torch.complex64"):
         hvd.allreduce(torch.ones(3, dtype=torch.complex64), name="complex")
@@ -53,10 +62,21 @@ def test_unknown_ops_are_refused_and_adasum_of_one_rank_is_the_tensor():
                             "them.")
 
 
-def test_build_probes_say_what_this_build_has():
+def torch_nccl():
+    """The version code of the NCCL torch loaded into this process; 0 without one."""
+    try:
+        major, minor, patch = torch.cuda.nccl.version()
+    except (AttributeError, RuntimeError):
+        return 0
+    return major * 10000 + minor * 100 + patch
+
+
+def test_build_probes_say_what_this_build_and_machine_have():
+    # NCCL: the one this process loads, which is torch's when torch brought one (a
+    # CUDA wheel of torch loads it even on a machine without a GPU); no CUDA driver here.
     assert (hvd.gloo_built(), hvd.mpi_built(), hvd.nccl_built(), hvd.cuda_built(),
             hvd.rocm_built(), hvd.ddl_built(), hvd.ccl_built()) == (
-                True, False, 0, False, False, False, False)
+                True, False, torch_nccl(), False, False, False, False)
     assert hvd.gloo_enabled() and not hvd.mpi_enabled() and hvd.is_homogeneous()
     with pytest.raises(ValueError) as e:
         hvd.mpi_threads_supported()

@@ -44,6 +44,15 @@ def _check(tensor, what):
                          ".to_dense(), or sparse_allreduce_async for sparse gradients")
 
 
+def _one_device(tensors, what):
+    """A group's tensors travel together, so they must share one device (as Horovod
+    requires: a RuntimeError)."""
+    devices = sorted({str(t.device) for t in tensors if isinstance(t, torch.Tensor)})
+    if len(devices) > 1:
+        raise RuntimeError(f"{what}: the tensors are on {', '.join(devices)}; a group's "
+                           "tensors must all be on one device")
+
+
 def _check_inplace(tensor, what):
     _check(tensor, what)
     if not tensor.is_contiguous():
@@ -225,6 +234,7 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                              postscale_factor=1.0, process_set=global_process_set):
     """Starts in-place allreduces of every tensor, submitted together so they fuse."""
+    _one_device(tensors, "grouped_allreduce")
     for t in tensors:
         _check_inplace(t, "grouped_allreduce")
     names = _group_names(name, len(tensors), "allreduce")
@@ -240,6 +250,7 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                             postscale_factor=1.0, process_set=global_process_set):
+    _one_device(tensors, "grouped_allreduce")
     for t in tensors:
         _check(t, "grouped_allreduce")
     return grouped_allreduce_async_([_copy(t) for t in tensors], average, name, op,
@@ -273,6 +284,7 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
     differentiable tensors."""
     if not tensors:
         return []
+    _one_device(tensors, "grouped_allreduce")
     for t in tensors:
         _check(t, "grouped_allreduce")
     wires, ctxs = zip(*(compression.compress(t) for t in tensors))
@@ -349,6 +361,7 @@ def allgather(tensor, name=None, process_set=global_process_set):
 
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     """Starts allgathers of every tensor of the list, submitted together."""
+    _one_device(tensors, "grouped_allgather")
     for t in tensors:
         _check(t, "grouped_allgather")
         if t.dim() == 0:
@@ -381,6 +394,7 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
     """Allgathers every tensor of the list; new, differentiable tensors."""
     if not tensors:
         return []
+    _one_device(tensors, "grouped_allgather")
     for t in tensors:
         _check(t, "grouped_allgather")
         if t.dim() == 0:
@@ -558,6 +572,7 @@ def grouped_reducescatter_async(tensors, name=None, op=Average,
                                 process_set=global_process_set, prescale_factor=1.0,
                                 postscale_factor=1.0):
     """Starts reducescatters of every tensor of the list, submitted together."""
+    _one_device(tensors, "grouped_reducescatter")
     for t in tensors:
         _check(t, "grouped_reducescatter")
         if t.dim() == 0:
@@ -594,6 +609,7 @@ def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=A
     """Reducescatters every tensor of the list; new, differentiable tensors."""
     if not tensors:
         return []
+    _one_device(tensors, "grouped_reducescatter")
     for t in tensors:
         _check(t, "grouped_reducescatter")
         if t.dim() == 0:
