@@ -83,8 +83,11 @@ def test_two_ranks_sharing_one_gpu(run_job, double, tmp_path):
 
 def test_a_host_transport_named_stages_cuda_tensors_in_the_runtime(run_job, double, tmp_path):
     out, ranks = run_device_job(run_job, double, tmp_path, {"HVD_BACKEND": "shm"})
-    assert ("rank 0: path staged: by device pointer, staged through host memory by hvd's "
-            "runtime over shm (the job has no NCCL communicator: HVD_BACKEND=shm)") in out, out
+    why = ("by device pointer, staged through host memory by hvd's runtime over shm (the "
+           "job has no NCCL communicator: HVD_BACKEND=shm)")
+    assert f"rank 0: path staged: {why}" in out, out
+    # Logged once per job, as a warning: the job runs far below NCCL's speed.
+    assert out.count(f"rank 1: CUDA tensors go {why}") == 1, out
     for calls in ranks:
         assert "ncclAllReduce" not in calls, calls
         assert any(c.startswith("cuMemcpyDtoH") for c in calls), calls

@@ -4,10 +4,13 @@ double's (it stands in for libcuda and libnccl, HVD_CUDA_LIBRARY and HVD_NCCL_LI
 written by a copy queued on a stream of the "framework"'s own, so a collective that
 does not wait for the event reads stale bytes. Every result is checked; results of
 another shape come back as CUDA DLPack capsules on the tensor's device. Between the
-marks it writes into the double's trace, hvd's only copies are on the device."""
+marks it writes into the double's trace, hvd's only copies are on the device. A host
+tensor in the same job goes over the host transport."""
 import ctypes
 import os
 import struct
+
+import torch
 
 import hvd.torch as hvd
 from hvd import _hvd
@@ -120,7 +123,10 @@ splits = [1, 2] if rank == 0 else [2, 1]
 swapped, received = _hvd.alltoall_async("dev.t", t, splits).wait()
 scattered = _hvd.reducescatter_async("dev.s", s, "sum").wait()
 _hvd.allreduce_async("dev.p", p, "max", process_set=pair.process_set_id).wait()
+# A host tensor in the same job goes over the host transport.
+host = hvd.allreduce(torch.ones(3), op=hvd.Sum, name="host.x")
 mark("end")
+assert torch.equal(host, torch.full((3,), 2.0)), host
 
 assert read(a_ptr, 4) == [3.0] * 4, read(a_ptr, 4)
 assert read(b_ptr, 3) == [30.0] * 3, read(b_ptr, 3)  # (10 * 0.5 + 20 * 0.5) / 2 * 4
