@@ -118,10 +118,7 @@ mod tests {
     use super::*;
 
     fn host(name: &str, slots: usize) -> Host {
-        Host {
-            name: name.into(),
-            slots,
-        }
+        Host::new(name, slots)
     }
 
     fn parsed(text: &str) -> Result<Vec<Host>> {

@@ -13,6 +13,14 @@ pub struct Host {
 }
 
 impl Host {
+    /// `name` with `slots` ranks.
+    pub fn new(name: impl Into<String>, slots: usize) -> Host {
+        Host {
+            name: name.into(),
+            slots,
+        }
+    }
+
     /// Whether this names the machine the launcher runs on, whose ranks are started
     /// directly rather than over ssh.
     pub fn is_this_machine(&self) -> bool {
@@ -127,10 +135,7 @@ mod tests {
     use super::*;
 
     fn host(name: &str, slots: usize) -> Host {
-        Host {
-            name: name.into(),
-            slots,
-        }
+        Host::new(name, slots)
     }
 
     #[test]

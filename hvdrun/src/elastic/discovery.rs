@@ -123,10 +123,7 @@ mod tests {
     use super::*;
 
     fn host(name: &str, slots: usize) -> Host {
-        Host {
-            name: name.into(),
-            slots,
-        }
+        Host::new(name, slots)
     }
 
     fn discovered(output: &str, slots_per_host: Option<usize>) -> Result<Vec<Host>> {
