@@ -22,10 +22,14 @@ def need_ray():
     return ray
 
 
-def ray_options():
-    """ray.init's options for a test: no dashboard, this machine's loopback, and token
-    auth off (Ray 2.60 turns it on, and the tests' short-lived clusters have no tokens)."""
+def no_token_auth():
+    """Ray 2.60 turns token auth on; the tests' short-lived clusters have no tokens."""
     os.environ["RAY_AUTH_MODE"] = "disabled"
+
+
+def ray_options():
+    """ray.init's options for a test's own Ray: no dashboard, on loopback, no tokens."""
+    no_token_auth()
     return {"_node_ip_address": "127.0.0.1", "include_dashboard": False}
 
 
