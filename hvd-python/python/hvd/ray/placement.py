@@ -46,15 +46,17 @@ def rank_environments(nodes, hostnames=None):
     return environments
 
 
-def job_environment(master_addr, master_port, start_timeout_s=None, nics=None):
+def job_environment(master_addr, master_port, start_timeout_s=None, nics=None,
+                    secret=None):
     """What every rank of one job shares: the rendezvous (rank 0 serves the store at
-    ``master_addr:master_port``, torchrun's convention, which hvd follows), a fresh secret
-    that authenticates the store and the transports as hvdrun's does, and Horovod's
-    settings: the start timeout and the network interfaces."""
+    ``master_addr:master_port``, torchrun's convention, which hvd follows), the secret
+    that authenticates the store and the transports (``secret``, else a fresh one, as
+    hvdrun makes for each job), and Horovod's settings: the start timeout and the
+    network interfaces."""
     env = {
         "MASTER_ADDR": str(master_addr),
         "MASTER_PORT": str(master_port),
-        "HVD_SECRET": secrets.token_hex(16),
+        "HVD_SECRET": secret or secrets.token_hex(16),
     }
     if start_timeout_s is not None:
         env["HVD_START_TIMEOUT"] = str(start_timeout_s)
