@@ -132,9 +132,9 @@ def test_a_worker_that_dies_is_named_and_nothing_is_left():
     finally:
         executor.shutdown()
     message = str(failed.value)
-    assert re.match(rf"hvd\.ray: rank 1 \(pid {workers[1]}\) on node [0-9.]+ died: The actor "
-                    r"died unexpectedly before finishing this task\. The actor is dead "
-                    r"because its worker process has died", message), message
+    assert re.match(rf"hvd\.ray: rank 1 \(pid {workers[1]}\) on node [0-9.]+ died: "
+                    r"The actor died unexpectedly before finishing this task\. "
+                    r"The actor is dead because its worker process has died", message), message
     assert failed.value.rank == 1
     assert isinstance(failed.value.cause, ray.exceptions.RayActorError)
     assert failed.value.__cause__ is failed.value.cause
@@ -150,9 +150,9 @@ def test_a_function_that_raises_is_named_with_its_error():
             executor.run(raises_on_rank_1)
     finally:
         executor.shutdown()
-    assert str(failed.value) == (f"hvd.ray: rank 1 (pid {workers[1]}) on node "
-                                 f"{failed.value.node} failed: ValueError: no data for this "
-                                 "shard")
+    assert str(failed.value) == (
+        f"hvd.ray: rank 1 (pid {workers[1]}) on node {failed.value.node} failed: "
+        "ValueError: no data for this shard")
     assert wait_gone(workers) == []
     with pytest.raises(RuntimeError, match=r"RayExecutor: call start\(\) first"):
         executor.run(add, args=[1.0])

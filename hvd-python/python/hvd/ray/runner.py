@@ -121,8 +121,8 @@ class RayExecutor:
         by_node = {}
         for node in self.nodes:
             by_node.setdefault(node["node_id"], []).extend(node["gpu_ids"])
-        return [{"CUDA_VISIBLE_DEVICES": ",".join(sorted(set(by_node[n["node_id"]]), key=str))}
-                for n in self.nodes]
+        visible = {node: ",".join(sorted(set(ids))) for node, ids in by_node.items()}
+        return [{"CUDA_VISIBLE_DEVICES": visible[n["node_id"]]} for n in self.nodes]
 
     def execute(self, fn):
         """``fn(executable)`` on every worker; the results in rank order."""
@@ -139,7 +139,8 @@ class RayExecutor:
         """``fn(*args, **kwargs)`` on every worker, without waiting: Ray object refs in
         rank order."""
         self._assert_started()
-        return [w.run.remote(fn, list(args or ()), dict(kwargs or {})) for w in self.workers]
+        args, kwargs = list(args or ()), dict(kwargs or {})
+        return [w.run.remote(fn, args, kwargs) for w in self.workers]
 
     def execute_single(self, fn):
         """``fn(executable)`` on rank 0 alone."""

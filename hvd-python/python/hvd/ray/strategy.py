@@ -58,9 +58,10 @@ class Placement:
         """The actor options of worker ``worker`` (its bundle's share)."""
         share = {name.lower(): amount / self.workers_per_bundle
                  for name, amount in self.bundles[0].items()}
+        bundle = worker // self.workers_per_bundle
         return {"num_cpus": share["cpu"], "num_gpus": share.get("gpu", 0),
                 "scheduling_strategy": PlacementGroupSchedulingStrategy(
-                    self.group, placement_group_bundle_index=worker // self.workers_per_bundle)}
+                    self.group, placement_group_bundle_index=bundle)}
 
     def release(self):
         if self.group is not None:
