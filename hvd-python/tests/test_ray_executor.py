@@ -109,11 +109,23 @@ def dies_on_rank_1():
 
 
 def raises_on_rank_1():
+    import torch
+
     import hvd.torch as hvd
     hvd.init()
     if hvd.rank() == 1:
         raise ValueError("no data for this shard")
-    return "done"
+    hvd.allreduce(torch.ones(1), name="waits for rank 1")
+
+
+def freezes_on_rank_1():
+    import torch
+
+    import hvd.torch as hvd
+    hvd.init()
+    if hvd.rank() == 1:
+        os.kill(os.getpid(), signal.SIGSTOP)
+    hvd.allreduce(torch.ones(1), name="waits for rank 1")
 
 
 def pids(executor):
@@ -150,12 +162,31 @@ def test_a_function_that_raises_is_named_with_its_error():
             executor.run(raises_on_rank_1)
     finally:
         executor.shutdown()
-    assert str(failed.value) == (
+    # Rank 1 left the job as it raised, so rank 0 failed at once rather than wait.
+    assert str(failed.value).startswith(
         f"hvd.ray: rank 1 (pid {workers[1]}) on node {failed.value.node} failed: "
-        "ValueError: no data for this shard")
+        "ValueError: no data for this shard"), failed.value
+    assert isinstance(failed.value.cause.cause, ValueError)
     assert wait_gone(workers) == []
     with pytest.raises(RuntimeError, match=r"RayExecutor: call start\(\) first"):
         executor.run(add, args=[1.0])
+
+
+def test_a_worker_that_freezes_is_named_once_its_peers_lose_it():
+    executor = RayExecutor(RayExecutor.create_settings(timeout_s=TIMEOUT_S), num_workers=2)
+    # The peers give up on a silent rank after HVD_TIMEOUT.
+    executor.start(extra_env_vars={"HVD_TIMEOUT": "3"})
+    try:
+        workers = pids(executor)
+        with pytest.raises(WorkerFailedError) as failed:
+            executor.run(freezes_on_rank_1)
+    finally:
+        executor.shutdown()
+    assert str(failed.value) == (
+        f"hvd.ray: rank 1 (pid {workers[1]}) on node {failed.value.node} was still running "
+        "when its peers lost it: frozen, stopped or stuck?; rank 0 failed on losing a peer")
+    assert failed.value.rank == 1
+    assert wait_gone(workers) == []
 
 
 @pytest.mark.parametrize("arguments, error, text", [

@@ -4,8 +4,6 @@ rank that failed first, its node and Ray's own error, as hvdrun's summary does."
 import ray
 from ray.exceptions import RayActorError, RayTaskError
 
-from hvd import RankLostError
-
 # How long, after the first failure, the driver waits for the other ranks' outcomes to
 # tell the root cause from the ranks that failed because they lost it (hvd's transports
 # see a dead peer's sockets close at once, so they fail within this).
@@ -15,7 +13,8 @@ GRACE_S = 5.0
 class WorkerFailedError(RuntimeError):
     """A rank of the job failed: ``rank``, ``node`` (the address of its Ray node) and
     ``cause`` (Ray's error: ``RayActorError`` when the worker died, ``RayTaskError``
-    when the function raised)."""
+    when the function raised, or for a rank still running when its peers lost it, the
+    first peer's)."""
 
     def __init__(self, message, rank, node, cause):
         super().__init__(message)
@@ -30,10 +29,9 @@ def _first_line(error):
 
 
 def _lost_a_peer(error):
-    # By name: hvd's exception classes do not survive pickling as themselves (their
-    # module, ``_hvd``, cannot be imported by that name), so the driver gets a copy.
-    return isinstance(error, RayTaskError) and any(
-        c.__name__ == RankLostError.__name__ for c in type(error.cause).__mro__)
+    # hvd marks the errors of a rank that lost a peer (dead, silent or shut down) as
+    # ``recoverable``, the ones an elastic job survives.
+    return isinstance(error, RayTaskError) and getattr(error.cause, "recoverable", False)
 
 
 def _describe(error):
@@ -54,25 +52,32 @@ def _ranks(ranks, verb):
     return f"ranks {', '.join(map(str, ranks))} {verb}"
 
 
-def blame(errors, nodes):
+def blame(errors, nodes, running=()):
     """The error to raise for ``errors`` (rank -> Ray's exception, in the order they
     came): the first rank that died, else the first that failed other than by losing a
-    peer, else the first; ``nodes`` gives each rank's node address (``ip``) and process
-    (``pid``)."""
+    peer, else the first rank still ``running`` (the one its peers lost: frozen or
+    stuck), else the first; ``nodes`` gives each rank's node address (``ip``) and
+    process (``pid``)."""
     order = list(errors)
     died = [r for r in order if isinstance(errors[r], RayActorError)]
     own = [r for r in order if not _lost_a_peer(errors[r])]
-    rank = (died or own or order)[0]
+    rank = (died or own or list(running) or order)[0]
     node = nodes[rank]
-    message = (f"hvd.ray: rank {rank} (pid {node['pid']}) on node {node['ip']} "
-               f"{_describe(errors[rank]).rstrip('.')}")
+    where = f"hvd.ray: rank {rank} (pid {node['pid']}) on node {node['ip']}"
+    if rank in errors:
+        cause = errors[rank]
+        message = f"{where} {_describe(cause).rstrip('.')}"
+    else:
+        cause = errors[order[0]]
+        message = (f"{where} was still running when its peers lost it: frozen, stopped "
+                   "or stuck?")
     others = [r for r in sorted(errors) if r != rank]
     lost = [r for r in others if _lost_a_peer(errors[r])]
     if lost:
         message += f"; {_ranks(lost, 'failed on losing a peer')}"
     if len(lost) < len(others):
         message += f"; {_ranks([r for r in others if r not in lost], 'failed too')}"
-    return WorkerFailedError(message, rank, node["ip"], errors[rank])
+    return WorkerFailedError(message, rank, node["ip"], cause)
 
 
 def gather(refs, nodes, grace_s=GRACE_S):
@@ -94,8 +99,8 @@ def gather(refs, nodes, grace_s=GRACE_S):
         collect(ready)
     if errors:
         if pending:
-            ready, _ = ray.wait(pending, num_returns=len(pending), timeout=grace_s)
+            ready, pending = ray.wait(pending, num_returns=len(pending), timeout=grace_s)
             collect(ready)
-        error = blame(errors, nodes)
+        error = blame(errors, nodes, sorted(rank_of[ref] for ref in pending))
         raise error from error.cause
     return [results[rank] for rank in range(len(refs))]

@@ -6,6 +6,7 @@ import socket
 
 import ray
 
+from hvd.common import basics
 from hvd.ray import placement
 
 
@@ -40,12 +41,17 @@ class Worker:
 
     def execute(self, fn):
         """``fn(executable)``: the object ``start`` made (None without one)."""
-        self._place()
-        return fn(self.executable)
+        return self.run(fn, [self.executable], {})
 
     def run(self, fn, args, kwargs):
         self._place()
-        return fn(*args, **kwargs)
+        try:
+            return fn(*args, **kwargs)
+        except BaseException:
+            # The rank leaves the job, as a process that raises does under hvdrun: its
+            # peers fail at once, naming it, rather than wait for it forever.
+            basics.shutdown()
+            raise
 
     def _place(self):
         os.environ.update(placement.store_environment(self.env))
