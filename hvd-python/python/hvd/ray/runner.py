@@ -52,11 +52,11 @@ class RayExecutor:
         if unknown:
             raise TypeError(f"RayExecutor() got unexpected keyword arguments: "
                             f"{', '.join(unknown)}")
-        if any(v is not None for k, v in elastic.items()):
+        given = sorted(k for k, v in elastic.items() if v is not None)
+        if given:
             raise NotImplementedError(
-                "RayExecutor: elastic jobs on Ray are not supported yet "
-                f"({', '.join(sorted(elastic))}); run an elastic job with hvdrun "
-                "--elastic, or a fixed number of workers here")
+                f"RayExecutor: elastic jobs on Ray are not supported yet ({', '.join(given)}); "
+                "run an elastic job with hvdrun --elastic, or a fixed number of workers here")
         if gpus_per_worker and not use_gpu:
             raise ValueError("RayExecutor: gpus_per_worker is set, but use_gpu is False")
         if use_gpu and gpus_per_worker is not None and gpus_per_worker < 1:
