@@ -91,6 +91,12 @@ def test_init_after_shutdown_meets_the_other_ranks_again(executor):
     assert executor.run(reinit) == [3.0, 3.0]
 
 
+def test_a_second_start_is_refused(executor):
+    with pytest.raises(RuntimeError, match=r"^RayExecutor: already started \(call "
+                                           r"shutdown\(\) first\)$"):
+        executor.start()
+
+
 def test_execute_passes_the_executable_and_execute_single_runs_on_rank_0(executor):
     assert executor.execute(lambda counter: counter.bump()) == [11, 11]
     assert executor.execute_single(lambda counter: counter.bump()) == 12

@@ -80,6 +80,8 @@ class RayExecutor:
         """Places the workers, gives each its rank's variables (and ``extra_env_vars``),
         and makes ``executable_cls(*executable_args, **executable_kwargs)`` on each, the
         object ``execute`` passes to its function."""
+        if self.workers:
+            raise RuntimeError("RayExecutor: already started (call shutdown() first)")
         try:
             self._start(executable_cls, executable_args, executable_kwargs,
                         extra_env_vars or {})
