@@ -81,14 +81,16 @@ def test_allreduce_sums_over_the_workers(executor):
 def reinit():
     import hvd.torch as hvd
     hvd.shutdown()
-    return add(1.0)
+    first = add(1.0)
+    hvd.shutdown()
+    return first, add(2.0)
 
 
 def test_init_after_shutdown_meets_the_other_ranks_again(executor):
-    # Rank 0 served the store at its first init and keeps serving it: the next job of the
-    # same workers meets there.
-    assert executor.run(reinit) == [3.0, 3.0]
-    assert executor.run(reinit) == [3.0, 3.0]
+    # Rank 0 serves the store for the life of its worker: every new job meets there, in
+    # one call or the next.
+    assert executor.run(reinit) == [(3.0, 5.0), (3.0, 5.0)]
+    assert executor.run(reinit) == [(3.0, 5.0), (3.0, 5.0)]
 
 
 def test_a_second_start_is_refused(executor):

@@ -1,6 +1,6 @@
 """hvd.ray.HorovodTrainer under Ray Train (V2) on one Ray node: two workers that are hvd
-ranks (the launcher's variables as hvdrun sets them), an allreduce between them, a
-checkpoint reported with ray.train.report, and a second run of the same name that
+ranks (the launcher's variables as hvdrun sets them), hvd started again in the loop, an
+allreduce between them, a checkpoint reported with ray.train.report, and a second run of the same name that
 resumes from it through ray.train.get_checkpoint."""
 
 import json
@@ -30,6 +30,9 @@ def train(config):
     import torch
 
     import hvd.torch as hvd
+    hvd.init()
+    # A job started again meets the other ranks at the same store, rank 0 included.
+    hvd.shutdown()
     hvd.init()
     first = 0
     checkpoint = ray.train.get_checkpoint()

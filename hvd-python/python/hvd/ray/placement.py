@@ -2,6 +2,7 @@
 same ``HVD_*``/``HOROVOD_*`` variables hvdrun gives its ranks, so that a rank under Ray
 is a rank under hvdrun. Plain Python, no Ray: the executor and the trainer both use it."""
 
+import os
 import secrets
 import socket
 from collections import OrderedDict
@@ -72,24 +73,16 @@ def free_port():
         return s.getsockname()[1]
 
 
-def serving(port):
-    """Whether something on this host listens on ``port``: once rank 0 has served the
-    store (its first ``hvd.init``), the server stays for the life of the process, so a
-    later ``init`` in the same process must connect to it rather than serve again."""
-    with socket.socket() as s:
-        # Closed connections in TIME_WAIT do not count; only a listener does.
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("", port))
-        except OSError:
-            return True
-        return False
+def rendezvous(env):
+    """Runs on every worker of a job, with its rank's variables ``env``: a first job of
+    all the ranks (``hvd.init()``, then ``hvd.shutdown()``), in which rank 0 starts
+    serving the store, which it then does for the rest of its process's life. From then
+    on every ``hvd.init()`` of the process, rank 0's included, connects to that store,
+    as hvdrun's ranks connect to hvdrun's (a rank 0 that served again would find its
+    own port taken)."""
+    from hvd.common import basics
 
-
-def store_environment(env):
-    """``env`` (a rank's variables) with the store as this process must reach it now: rank
-    0 serves it on ``MASTER_PORT`` the first time; afterwards it, like every other rank,
-    connects to it (``HVD_STORE_ADDR``, which takes precedence, as under hvdrun)."""
-    if env.get("HVD_RANK") != "0" or serving(int(env["MASTER_PORT"])):
-        return {**env, "HVD_STORE_ADDR": f"{env['MASTER_ADDR']}:{env['MASTER_PORT']}"}
-    return env
+    os.environ.update(env)
+    basics.init()
+    basics.shutdown()
+    os.environ["HVD_STORE_ADDR"] = f"{env['MASTER_ADDR']}:{env['MASTER_PORT']}"

@@ -112,8 +112,10 @@ class RayExecutor:
         job = placement.job_environment(self.nodes[0]["ip"], port, self.settings.timeout_s,
                                         self.settings.nics)
         gpus = self._visible_devices() if self.use_gpu else [{}] * self.num_workers
-        ray.get([w.update_env_vars.remote({**job, **extra_env_vars, **rank, **gpu})
-                 for w, rank, gpu in zip(self.workers, ranks, gpus)])
+        ray.get([w.update_env_vars.remote({**extra_env_vars, **gpu})
+                 for w, gpu in zip(self.workers, gpus)])
+        gather([w.rendezvous.remote({**job, **rank})
+                for w, rank in zip(self.workers, ranks)], self.nodes)
         ray.get([w.start_executable.remote(executable_cls, args, kwargs)
                  for w in self.workers])
 

@@ -35,12 +35,6 @@ class HorovodConfig(BackendConfig):
         return _HvdBackend
 
 
-def _place(env):
-    """Runs on a worker: its rank's variables, with the store as it reaches it."""
-    import os
-    os.environ.update(placement.store_environment(env))
-
-
 class _HvdBackend(Backend):
     # Every worker of a node sees all the node's GPUs, as under Horovod, so that
     # hvd.local_rank() picks its own.
@@ -55,7 +49,7 @@ class _HvdBackend(Backend):
         job = placement.job_environment(workers[0].metadata.node_ip, port,
                                         backend_config.timeout_s, backend_config.nics,
                                         backend_config.key)
-        ray.get([worker.execute_async(_place, {**job, **rank})
+        ray.get([worker.execute_async(placement.rendezvous, {**job, **rank})
                  for worker, rank in zip(workers, ranks)])
 
 

@@ -12,11 +12,10 @@ from hvd.ray import placement
 
 class Worker:
     """The actor. Its process lives as long as the executor, so every function it runs
-    shares one hvd job: ``hvd.init()`` in the first, and again after an ``hvd.shutdown()``,
-    meet the other ranks through rank 0's store."""
+    belongs to one job: ``hvd.init()`` in any of them (and again after an
+    ``hvd.shutdown()``) meets the other ranks at rank 0's store."""
 
     def __init__(self):
-        self.env = {}
         self.executable = None
 
     def node(self):
@@ -30,13 +29,14 @@ class Worker:
         return placement.free_port()
 
     def update_env_vars(self, env):
-        """Adds ``env`` to the rank's variables (Horovod's name for this method)."""
-        self.env.update({k: str(v) for k, v in env.items()})
-        os.environ.update(self.env)
+        """Sets ``env`` in the worker's environment (Horovod's name for this method)."""
+        os.environ.update({k: str(v) for k, v in env.items()})
+
+    def rendezvous(self, env):
+        placement.rendezvous(env)
 
     def start_executable(self, executable_cls=None, args=None, kwargs=None):
         if executable_cls is not None:
-            self._place()
             self.executable = executable_cls(*(args or ()), **(kwargs or {}))
 
     def execute(self, fn):
@@ -44,7 +44,6 @@ class Worker:
         return self.run(fn, [self.executable], {})
 
     def run(self, fn, args, kwargs):
-        self._place()
         try:
             return fn(*args, **kwargs)
         except BaseException:
@@ -52,6 +51,3 @@ class Worker:
             # peers fail at once, naming it, rather than wait for it forever.
             basics.shutdown()
             raise
-
-    def _place(self):
-        os.environ.update(placement.store_environment(self.env))
