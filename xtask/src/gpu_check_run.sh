@@ -496,7 +496,9 @@ check_torch_gpu_test_torch() {
     use_horovod && use_wheel mock || return
     share 2
     # A rank whose pytest fails still exits 0, so that hvdrun lets the other rank finish.
-    step "$bin/hvdrun" -np 2 bash -c 'python3 -m share_gpus -m pytest "$@"; echo "rank $HVD_RANK: pytest exit $?"' pytest \
+    # COLUMNS: pytest cuts its summary lines (and the failures' messages read above) to
+    # the terminal's width, 80 without one.
+    step "$bin/hvdrun" -np 2 bash -c 'COLUMNS=1000 python3 -m share_gpus -m pytest "$@"; echo "rank $HVD_RANK: pytest exit $?"' pytest \
         -p no:cacheprovider -v -rA --timeout=45 --timeout-method=thread \
         "$horovod_suite/upstream/test/parallel/test_torch.py"
     judge python3 -c "$horovod_test_counts" "$log" "$horovod_suite/cpu_failures.tsv"
