@@ -6,25 +6,25 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
 create_exception!(
-    _hvd,
+    hvd._hvd,
     HorovodInternalError,
     PyRuntimeError,
     "A collective failed; the message says on which rank, for which tensor, and why."
 );
 create_exception!(
-    _hvd,
+    hvd._hvd,
     MismatchError,
     HorovodInternalError,
     "Ranks disagreed about a tensor (dtype, shape, op, root) or a control call."
 );
 create_exception!(
-    _hvd,
+    hvd._hvd,
     RankLostError,
     HorovodInternalError,
     "A rank of the job died, left, or stopped responding."
 );
 create_exception!(
-    _hvd,
+    hvd._hvd,
     HorovodTimeoutError,
     HorovodInternalError,
     "A wait (barrier, join, process set) ran out of time."

@@ -152,3 +152,13 @@ def test_scalars_empty_tensors_join_and_timeline(tmp_path):
     hvd.stop_timeline()
     assert (tmp_path / "timeline.json").exists()
     assert hvd.join() == 0
+
+
+def test_hvd_errors_survive_pickling_with_their_class_and_recoverable_mark():
+    # Ray, multiprocessing and concurrent.futures hand errors across processes by pickle.
+    import pickle
+    error = _hvd.RankLostError("rank 0: lost rank 1")
+    error.recoverable = True
+    back = pickle.loads(pickle.dumps(error))
+    assert type(back) is _hvd.RankLostError and isinstance(back, hvd.HorovodInternalError)
+    assert (str(back), back.recoverable) == ("rank 0: lost rank 1", True)
