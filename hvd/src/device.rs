@@ -1,7 +1,7 @@
 //! Tensors in CUDA memory that hvd allocates itself (feature `nccl`): for programs that
 //! hand the runtime device memory without a framework (benchmarks, a custom kernel's
 //! output). Frameworks implement [`Buffer`] over their own device tensors instead, as
-//! [`candle`](crate::candle) does.
+//! `hvd::candle` (feature `candle`) does.
 
 use std::marker::PhantomData;
 use std::sync::Arc;
