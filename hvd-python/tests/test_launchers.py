@@ -55,3 +55,27 @@ def test_recipe_learns_under_hvdrun(under_hvdrun):
 @pytest.mark.parametrize("launcher", ["mpirun", "torchrun"])
 def test_recipe_trains_the_same_under(launcher, under_hvdrun):
     assert train(launcher) == under_hvdrun
+
+
+
+REINIT = """
+import torch
+import hvd.torch as hvd
+for start in range(3):
+    hvd.init()
+    assert hvd.allreduce(torch.ones(1), op=hvd.Sum).item() == hvd.size()
+    hvd.shutdown()
+print("three starts")
+"""
+
+
+def test_init_after_shutdown_under_torchrun(tmp_path):
+    # Rank 0 serves the store on MASTER_PORT; started again, it must serve the same one
+    # (its first server still listens there) instead of failing on its own port.
+    script = tmp_path / "reinit.py"
+    script.write_text(REINIT)
+    done = subprocess.run([*LAUNCHERS["torchrun"](), str(script)], capture_output=True,
+                          text=True, timeout=300)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert output.count("three starts") == 2, output

@@ -2,7 +2,7 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hvd_core::{Error, FileStore, MemoryStore, Result, Store};
@@ -134,20 +134,35 @@ fn master_store(
         );
     }
     if rank == 0 {
-        let server = StoreServer::start(SocketAddr::from((Ipv4Addr::UNSPECIFIED, port)), secret)
-            .map_err(|e| Error::Store(format!(
-                "rank 0 cannot serve the rendezvous store on port {port} (MASTER_PORT; is it free?): {e}"
-            )))?;
-        let store = server.store();
-        // The other ranks may still be connecting when this one is done with the store.
-        server.detach();
-        return Ok(store);
+        return served_on(port, secret);
     }
     Ok(Arc::new(TcpStore::connect(
         &format!("{addr}:{port}"),
         secret,
         timeout,
     )?))
+}
+
+/// The stores this process serves, by port. Rank 0 that starts the job again (`hvd.init()`
+/// after `hvd.shutdown()`) finds its first server still listening on `MASTER_PORT` (it is
+/// detached: the others may still be connecting when rank 0 is done with it), so it serves
+/// the same store again; each start of a job uses fresh keys in it.
+static SERVED: Mutex<Vec<(u16, Arc<dyn Store>)>> = Mutex::new(Vec::new());
+
+/// The store this process serves on `port`, started on first use.
+fn served_on(port: u16, secret: &[u8]) -> Result<Arc<dyn Store>> {
+    let mut served = SERVED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, store)) = served.iter().find(|(p, _)| *p == port) {
+        return Ok(store.clone());
+    }
+    let server = StoreServer::start(SocketAddr::from((Ipv4Addr::UNSPECIFIED, port)), secret)
+        .map_err(|e| Error::Store(format!(
+            "rank 0 cannot serve the rendezvous store on port {port} (MASTER_PORT; is it free?): {e}"
+        )))?;
+    let store = server.store();
+    server.detach();
+    served.push((port, store.clone()));
+    Ok(store)
 }
 
 /// A launcher's job id and whether it placed every rank on this host.
@@ -197,4 +212,35 @@ fn one_host_dir(launcher: &str, size: usize) -> Result<Option<PathBuf>> {
         })
         .collect();
     Ok(Some(std::env::temp_dir().join(name)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rank_0_starting_the_job_again_serves_the_same_store_on_its_port() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap()
+            .port();
+        let first = served_on(port, b"secret").unwrap();
+        first.set("start0/key", b"kept").unwrap();
+        let again = served_on(port, b"secret").unwrap();
+        assert_eq!(
+            again.try_get("start0/key").unwrap().as_deref(),
+            Some(&b"kept"[..])
+        );
+        // A client reaches the same store on the port.
+        let client = TcpStore::connect(
+            &format!("127.0.0.1:{port}"),
+            b"secret",
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        assert_eq!(
+            client.try_get("start0/key").unwrap().as_deref(),
+            Some(&b"kept"[..])
+        );
+    }
 }
