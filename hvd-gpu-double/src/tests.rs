@@ -344,8 +344,7 @@ fn a_rank_that_aborts_ends_its_peers_waits_with_a_remote_error() {
     let results = ranks(2, |rank, r| {
         let buf = alloc(4);
         if rank == 1 {
-            // A non-blocking communicator is reclaimed in the background, as NCCL says.
-            assert_eq!(ncclCommAbort(r.comm), crate::nccl::IN_PROGRESS, "abort");
+            ok(ncclCommAbort(r.comm), "abort");
             return (0, String::new());
         }
         ncclAllReduce(buf, buf, 1, 7, 0, r.comm, r.stream);

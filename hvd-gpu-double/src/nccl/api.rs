@@ -345,9 +345,9 @@ pub extern "C" fn ncclCommAbort(comm: usize) -> NcclResult {
         .map(|m| {
             trace!("ncclCommAbort", "rank={}", m.rank());
             m.leave(true);
-            // NCCL reclaims a non-blocking communicator on a thread of its own and says
-            // so; the handle is gone either way.
-            if m.blocking { SUCCESS } else { IN_PROGRESS }
+            // Blocking even for a non-blocking communicator: NCCL marks it destroyed
+            // first, which makes the abort's group a blocking one.
+            SUCCESS
         });
     result(None, outcome)
 }
