@@ -131,13 +131,11 @@ impl<T> Handle<T> {
     /// The runtime bounds every operation: a tensor that some rank never submits fails
     /// after the stall shutdown time, and a lost rank fails everything at once.
     pub fn wait(self) -> Result<T> {
-        let waiting = self
-            .driver
-            .as_ref()
-            .map(|(driver, _)| driver.caller_waits());
-        if let Some((driver, submission)) = &self.driver {
+        let waiting = self.driver.as_ref().map(|(driver, submission)| {
+            let waiting = driver.caller_waits();
             driver.drive_until(*submission, || self.slot.completed.load(Ordering::Acquire));
-        }
+            waiting
+        });
         poll_until(HANDLE_POLL, || self.slot.completed.load(Ordering::Acquire));
         drop(waiting);
         let mut state = self.slot.lock();

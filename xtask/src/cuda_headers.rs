@@ -60,19 +60,7 @@ pub fn ensure() -> Result<PathBuf, String> {
         "test-cluster: fetching cuda.h and nccl.h from PyPI ({})",
         WHEELS.join(" ")
     );
-    let fetched = Command::new(&python)
-        .args([
-            "-m",
-            "pip",
-            "download",
-            "--quiet",
-            "--no-deps",
-            "--only-binary=:all:",
-            "-d",
-        ])
-        .arg(&download)
-        .args(WHEELS)
-        .output();
+    let fetched = crate::python::pip_download(&python, &download, WHEELS).output();
     let result = match fetched {
         Err(e) => Err(format!("cannot run {}: {e}", python.display())),
         Ok(out) if !out.status.success() => Err(format!(

@@ -262,19 +262,7 @@ fn copy_folder(from: &Path, to: &Path) -> Result<(), String> {
 /// no internet; the run script puts the wheel on PYTHONPATH there).
 fn download(package: &str, out: &Path) -> Result<(), String> {
     let python = crate::python::venv().join("bin/python");
-    let status = Command::new(&python)
-        .args([
-            "-m",
-            "pip",
-            "download",
-            "--quiet",
-            "--no-deps",
-            "--only-binary",
-            ":all:",
-            "-d",
-        ])
-        .arg(out)
-        .arg(package)
+    let status = crate::python::pip_download(&python, out, &[package])
         .status()
         .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
     status

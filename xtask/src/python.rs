@@ -68,6 +68,25 @@ pub fn path_with(venv: &Path) -> Result<OsString, String> {
     .map_err(|e| format!("PATH: {e}"))
 }
 
+/// `python -m pip download` of the wheels of `packages` alone (no dependencies, no source
+/// distributions) into `out`.
+pub fn pip_download(python: &Path, out: &Path, packages: &[&str]) -> Command {
+    let mut command = Command::new(python);
+    command
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--only-binary=:all:",
+            "-d",
+        ])
+        .arg(out)
+        .args(packages);
+    command
+}
+
 /// Builds the wheel from this tree and installs it into `venv`; returns a `PATH` that
 /// puts the environment's programs (python, hvdrun) first.
 pub fn install_wheel(root: &Path, venv: &Path) -> Result<OsString, String> {

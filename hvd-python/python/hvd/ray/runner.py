@@ -108,12 +108,13 @@ class RayExecutor:
         self.nodes = [nodes[i] for i in order]
         ranks = placement.rank_environments([n["node_id"] for n in self.nodes],
                                             [n["hostname"] for n in self.nodes])
-        port = ray.get(self.workers[0].free_port.remote())
+        timeout = self.settings.timeout_s
+        port = ray.get(self.workers[0].free_port.remote(), timeout=timeout)
         job = placement.job_environment(self.nodes[0]["ip"], port, self.settings.timeout_s,
                                         self.settings.nics)
         gpus = self._visible_devices() if self.use_gpu else [{}] * self.num_workers
         ray.get([w.update_env_vars.remote({**extra_env_vars, **gpu})
-                 for w, gpu in zip(self.workers, gpus)])
+                 for w, gpu in zip(self.workers, gpus)], timeout=timeout)
         gather([w.rendezvous.remote({**job, **rank})
                 for w, rank in zip(self.workers, ranks)], self.nodes)
         ray.get([w.start_executable.remote(executable_cls, args, kwargs)
