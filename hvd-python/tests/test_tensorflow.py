@@ -145,3 +145,15 @@ def test_tensorflow2_keras_mnist_example_learns_under_hvdrun(under_hvdrun):
 def test_example_trains_the_same_under(launcher, name, under_hvdrun, tmp_path):
     _, result = run_example(launcher, name, tmp_path)
     assert result == under_hvdrun[name][1]
+
+
+def test_graph_runs_with_many_collectives_complete_or_fail_once_on_every_rank(run_job):
+    code, out = run_job("tf_graph_stall", env={"HVD_STALL_CHECK_TIME": "1",
+                                               "HVD_STALL_SHUTDOWN_TIME": "2"})
+    assert code == 0, out
+    assert_every_rank(out, "48 collectives of one graph run ok", "graph stall ok")
+    for rank in (0, 1):
+        assert re.search(
+            rf"rank {rank}: starved run failed: rank {rank}: allgather of tensor "
+            rf"'starved\.[0-9]+' timed out after [0-9.]+s waiting for rank\(s\) {1 - rank} "
+            r"to submit it", out), out

@@ -6,6 +6,17 @@ DLPack, without linking TensorFlow) and wires TensorFlow's gradients, in eager m
 inside ``tf.function``. Keras: ``import hvd.tensorflow.keras as hvd`` (or ``hvd.keras``).
 """
 
+import os
+
+# Each collective of a TensorFlow graph holds one of TensorFlow's inter-op threads while
+# it waits for the other ranks (it is a Python call, not an asynchronous kernel as
+# Horovod's), and the ranks' threads take a graph's independent collectives in their own
+# orders: with as few threads as cores, every thread of one rank can wait for a
+# collective the other rank has no thread left to start. TensorFlow reads this when it
+# makes its thread pools (the first session or eager op), so it applies after an
+# earlier `import tensorflow` too. A value the user set is kept.
+os.environ.setdefault("TF_NUM_INTEROP_THREADS", str(max(64, os.cpu_count() or 1)))
+
 # The framework-neutral API: errors, the job, build probes, reduce ops, process sets.
 from hvd.common import *  # noqa: F401,F403
 from hvd.tensorflow.compression import Compression  # noqa: F401

@@ -24,6 +24,7 @@ from tensorflow.python.ops import control_flow_util
 from hvd.common import ops as _ops
 from hvd.common.basics import rank
 from hvd.common.ops import Average, Sum
+from hvd.tensorflow import graph_steps
 
 DTYPES = (tf.uint8, tf.int8, tf.uint16, tf.int16, tf.int32, tf.int64, tf.float16,
           tf.bfloat16, tf.float32, tf.float64, tf.bool)
@@ -189,21 +190,35 @@ def _call(collectives, tensors):
     if tf.executing_eagerly():
         return _execute(collectives, tensors, [_split_list(c.splits) for c in collectives])
     refuse_xla(collectives[0].kind)
+    graph = tf.compat.v1.get_default_graph()
     # Split tensors of a graph are inputs of the call too, read when it runs.
     dynamic = [i for i, c in enumerate(collectives) if isinstance(c.splits, tf.Tensor)]
     fixed = [_split_list(None if i in dynamic else c.splits)
              for i, c in enumerate(collectives)]
+    extra = [collectives[i].splits for i in dynamic]
+    # A TensorFlow 1 graph run goes on after an error: its collectives need its token.
+    run_token = None if graph.building_function else graph_steps.token(graph)
+    graph_id = id(graph)
 
     def execute(*inputs):
         splits = list(fixed)
-        for i, s in zip(dynamic, inputs[len(tensors):]):
+        for i, s in zip(dynamic, inputs[len(tensors):len(tensors) + len(dynamic)]):
             splits[i] = _split_list(s)
-        return _execute(collectives, inputs[:len(tensors)], splits)
+        if run_token is None:
+            return _execute(collectives, inputs[:len(tensors)], splits)
+        run = float(inputs[-1].numpy())
+        graph_steps.check(graph_id, run, _what(collectives))
+        try:
+            return _execute(collectives, inputs[:len(tensors)], splits)
+        except Exception as e:
+            graph_steps.failed(graph_id, run, e)
+            raise
 
     dtypes = []
     for c, t in zip(collectives, tensors):
         dtypes.extend([t.dtype, tf.int32][:c.outputs()])
-    flat = tf.py_function(execute, list(tensors) + [collectives[i].splits for i in dynamic],
+    flat = tf.py_function(execute, list(tensors) + extra + ([run_token] if run_token is not None
+                                                             else []),
                           dtypes, name="HorovodBatch")
     at = 0
     for c, t in zip(collectives, tensors):
@@ -211,6 +226,14 @@ def _call(collectives, tensors):
             flat[at].set_shape(shape)
             at += 1
     return flat
+
+
+def _what(collectives):
+    """The collectives of a batch, for an error: "allgather of tensor 'x'" (and how
+    many more)."""
+    first = f"{collectives[0].kind} of tensor '{collectives[0].name}'"
+    more = len(collectives) - 1
+    return first if not more else f"{first} (and {more} more of the same call)"
 
 
 def _backward(collectives, inputs, flat, grads):
