@@ -251,7 +251,7 @@ def _backward(collectives, inputs, flat, grads):
             continue
         if dy is None:
             dy = tf.zeros_like(out)
-        name, ps = f"{c.name}.grad", c.process_set
+        name, ps = _grad_name(c.name), c.process_set
         first = len(backward)
         if c.kind == "allreduce":
             backward.append(Collective("allreduce", name, ps, c.op, c.prescale_factor,
@@ -261,9 +261,10 @@ def _backward(collectives, inputs, flat, grads):
         elif c.kind == "broadcast":
             backward.append(Collective("allreduce", name, ps, Average))
             tensors.append(dy)
-            root = rank() == int(c.root_rank)
-            finish.append(lambda r, i=first, root=root: r[i][0] if root
-                          else tf.zeros_like(r[i][0]))
+            # The same ops on every rank (a factor of 1 or 0), so that the graph, and
+            # the names derived from it, stay the same on every rank.
+            keep = float(rank() == int(c.root_rank))
+            finish.append(lambda r, i=first, keep=keep: r[i][0] * tf.cast(keep, r[i][0].dtype))
         elif c.kind == "allgather":
             rows = tf.reshape(tf.cast(tf.shape(x)[0], tf.int64), [1])
             backward += [Collective("allreduce", name, ps, Average),
@@ -280,6 +281,15 @@ def _backward(collectives, inputs, flat, grads):
             finish.append(lambda r, i=first: r[i][0])
     results = run(backward, tensors)
     return [f(results) for f in finish]
+
+
+def _grad_name(name):
+    """The name of a collective's gradient: in a graph, unique within it (each
+    ``tf.gradients`` call through a grouped collective builds a gradient of the whole
+    group, and one graph run may run them all), the same on every rank."""
+    if tf.executing_eagerly():
+        return f"{name}.grad"
+    return tf.compat.v1.get_default_graph().unique_name(f"{name}.grad", mark_as_used=True)
 
 
 def _my_rows(gathered, counts, process_set):
