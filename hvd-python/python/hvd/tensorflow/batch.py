@@ -24,7 +24,7 @@ from tensorflow.python.ops import control_flow_util
 from hvd.common import ops as _ops
 from hvd.common.basics import rank
 from hvd.common.ops import Average, Sum
-from hvd.tensorflow import graph_steps
+from hvd.tensorflow import errors, graph_steps
 
 DTYPES = (tf.uint8, tf.int8, tf.uint16, tf.int16, tf.int32, tf.int64, tf.float16,
           tf.bfloat16, tf.float32, tf.float64, tf.bool)
@@ -171,11 +171,17 @@ def run(collectives, tensors):
 
 def _execute(collectives, tensors, splits):
     """Submits every collective, then waits for each: eager tensors in and out."""
-    handles = [c.submit(t, s) for c, t, s in zip(collectives, tensors, splits)]
-    flat = []
-    for c, h in zip(collectives, handles):
-        flat.extend(c.finish(h.wait()))
-    return flat
+    try:
+        handles = [c.submit(t, s) for c, t, s in zip(collectives, tensors, splits)]
+        flat = []
+        for c, h in zip(collectives, handles):
+            flat.extend(c.finish(h.wait()))
+        return flat
+    except Exception as e:
+        converted = errors.as_tensorflow(e)
+        if converted is e:
+            raise
+        raise converted from None
 
 
 def _split_list(splits):
