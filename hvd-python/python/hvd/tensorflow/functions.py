@@ -1,9 +1,11 @@
 """Broadcasting variables and Python objects, as horovod.tensorflow's functions. Roots
 are global ranks (``hvd.rank()``), also within a process set."""
 
+import tensorflow as tf
+
 from hvd.common import objects
 from hvd.common.process_sets import global_process_set
-from hvd.tensorflow.mpi_ops import broadcast_
+from hvd.tensorflow.mpi_ops import broadcast, broadcast_
 
 
 def broadcast_variables(variables, root_rank, process_set=global_process_set, inplace=False):
@@ -12,7 +14,24 @@ def broadcast_variables(variables, root_rank, process_set=global_process_set, in
     checkpoint on the root. Works in eager mode and inside ``tf.function``.
     ``inplace`` is accepted for Horovod's signature (variables are assigned either way).
     """
-    broadcast_(variables, root_rank, process_set=process_set)
+    if tf.executing_eagerly() or tf.compat.v1.get_default_graph().building_function:
+        broadcast_(variables, root_rank, process_set=process_set)
+        return None
+    # A TensorFlow 1 graph: the op that assigns the root's values, run by the caller.
+    return tf.group(*[v.assign(broadcast(v, root_rank, process_set=process_set))
+                      for v in variables])
+
+
+def broadcast_global_variables(root_rank):
+    """TensorFlow 1 graphs: the op that overwrites every global variable with
+    ``root_rank``'s value. Eager code has no global variables: it broadcasts its model's
+    and optimizer's variables with :func:`broadcast_variables`."""
+    if tf.executing_eagerly():
+        raise RuntimeError(
+            "hvd.broadcast_global_variables() does not support eager execution: there are "
+            "no global variables. Use hvd.broadcast_variables(<model and optimizer "
+            "variables>) instead.")
+    return broadcast_variables(tf.compat.v1.global_variables(), root_rank)
 
 
 def broadcast_object(obj, root_rank=0, session=None, name=None,

@@ -24,6 +24,22 @@ def _average(values, process_set):
     return values / tf.cast(process_set.size(), values.dtype)
 
 
+def _check_sparse(tensors, op, prescale_factor, postscale_factor):
+    """Horovod's refusals for tf.IndexedSlices, which are reduced by allgathers: only Sum
+    and Average, and no scale factors."""
+    if not any(isinstance(t, tf.IndexedSlices) for t in tensors):
+        return
+    if op is Adasum:
+        raise NotImplementedError(
+            "Adasum does not support sparse tensors (tf.IndexedSlices); pass "
+            "sparse_as_dense=True, or convert them with tf.convert_to_tensor")
+    if op not in (Average, Sum):
+        raise NotImplementedError("Only Sum and Average ops are supported with "
+                                  "tf.IndexedSlices")
+    if prescale_factor != 1.0 or postscale_factor != 1.0:
+        raise NotImplementedError("Pre/postscaling is not supported with tf.IndexedSlices")
+
+
 def reduce_many(tensors, names, op, prescale_factor, postscale_factor, compression,
                 process_set):
     """Allreduces every tensor of the list as one call: dense tensors (narrowed by
@@ -34,16 +50,10 @@ def reduce_many(tensors, names, op, prescale_factor, postscale_factor, compressi
     for tensor, name in zip(tensors, names):
         at = len(collectives)
         if isinstance(tensor, tf.IndexedSlices):
-            if op is Adasum:
-                raise NotImplementedError(
-                    "Adasum does not support sparse tensors (tf.IndexedSlices); pass "
-                    "sparse_as_dense=True, or convert them with tf.convert_to_tensor")
-            if op not in (Average, Sum):
-                raise NotImplementedError("Only Sum and Average ops are supported with "
-                                          "tf.IndexedSlices")
             values = check(tensor.values, "allreduce")
             if prescale_factor * postscale_factor != 1.0:
-                # Gathering is exact: both factors apply to the values alike.
+                # Gradients' predivide factor: gathering is exact, so both factors apply
+                # to the values alike (the public allreduce refuses factors, as Horovod).
                 values = values * tf.cast(prescale_factor * postscale_factor, values.dtype)
             collectives += [Collective("allgather", f"{name}.values", process_set),
                             Collective("allgather", f"{name}.indices", process_set)]
@@ -70,6 +80,7 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
     before and after, as a new tensor. A ``tf.IndexedSlices`` is reduced as Horovod
     does, by allgathers of its values and indices."""
     op = resolve_op(op, average)
+    _check_sparse([tensor], op, prescale_factor, postscale_factor)
     value = tensor if isinstance(tensor, tf.IndexedSlices) else check(tensor, "allreduce")
     if name is None:
         name = default_name("allreduce", value.values if isinstance(value, tf.IndexedSlices)
@@ -86,6 +97,7 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
     if not tensors:
         return []
     op = resolve_op(op, average)
+    _check_sparse(tensors, op, prescale_factor, postscale_factor)
     values = [t if isinstance(t, tf.IndexedSlices) else check(t, "grouped_allreduce")
               for t in tensors]
     firsts = [v.values if isinstance(v, tf.IndexedSlices) else v for v in values]
