@@ -14,6 +14,7 @@ mod errors;
 mod handle;
 mod job;
 mod memory;
+mod rounds;
 
 use pyo3::prelude::*;
 
@@ -53,6 +54,7 @@ fn _hvd(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(elastic::elastic_hosts_updated, m)?)?;
     m.add_function(wrap_pyfunction!(elastic::elastic_newest_root, m)?)?;
     m.add_function(wrap_pyfunction!(elastic::elastic_report_fatal, m)?)?;
+    m.add_class::<rounds::ElasticRounds>()?;
     m.add_function(wrap_pyfunction!(collectives::allreduce_async, m)?)?;
     m.add_function(wrap_pyfunction!(collectives::broadcast_async, m)?)?;
     m.add_function(wrap_pyfunction!(collectives::allgather_async, m)?)?;

@@ -13,6 +13,8 @@
 //! every worker it still counts on is waiting. A worker with no assignment in the round
 //! it finds has been removed from the job and exits.
 
+pub mod round;
+
 use std::time::{Duration, Instant};
 
 use hvd_core::wire::{Reader, Writer};

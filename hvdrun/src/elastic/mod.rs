@@ -24,7 +24,6 @@
 
 mod blacklist;
 mod discovery;
-mod round;
 mod supervisor;
 
 use std::time::Duration;

@@ -6,6 +6,7 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use hvd_core::{MemoryStore, PrefixStore, Result, Store};
+use hvd_rendezvous::elastic::round::{Candidate, assign, order};
 use hvd_rendezvous::elastic::{
     AFTER_VAR, Leaving, UPDATES_KEY, WORKER_VAR, fatal_key, publish_round, round_prefix,
     waiting_key,
@@ -14,7 +15,6 @@ use hvd_rendezvous::lost_by;
 
 use super::Elastic;
 use super::blacklist::Blacklist;
-use super::round::{Candidate, assign, order};
 use crate::hosts::Host;
 use crate::interrupt;
 use crate::job::{Job, Launch, Rank, kill, stop};

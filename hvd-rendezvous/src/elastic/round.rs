@@ -1,6 +1,7 @@
-//! Forming a round: which workers, in which rank order, with which places.
+//! Forming a round: which workers, in which rank order, with which places. What every
+//! elastic driver decides the same way: hvdrun's, and the one of a job on Ray.
 
-use hvd_rendezvous::elastic::Assignment;
+use super::Assignment;
 
 /// A worker a round may include: its id (`host:slot`) and its host.
 #[derive(Debug, Clone, PartialEq, Eq)]
