@@ -204,9 +204,6 @@ def test_a_worker_that_freezes_is_named_once_its_peers_lose_it():
      "RayExecutor: give num_workers, or num_hosts (with num_workers_per_host), not both"),
     ({"num_workers": 2, "gpus_per_worker": 1}, ValueError,
      "RayExecutor: gpus_per_worker is set, but use_gpu is False"),
-    ({"min_workers": 1, "max_workers": 4}, NotImplementedError,
-     "RayExecutor: elastic jobs on Ray are not supported yet (max_workers, min_workers); "
-     "run an elastic job with hvdrun --elastic, or a fixed number of workers here"),
     ({"num_workers": 2, "num_slots": 2}, TypeError,
      "RayExecutor() got unexpected keyword arguments: num_slots"),
 ])

@@ -3,7 +3,8 @@ state to keep), a fixed global batch whatever the job's size, a commit every 2 s
 TorchState holds the model, the optimizer, the ElasticSampler and the log of every
 example committed. ``ELASTIC_FAULT=kill-host:<host>:<step>`` kills that host's workers
 after backward at that step, so the survivors fail inside ``optimizer.synchronize``;
-``ELASTIC_STEP_MS`` slows the steps. Every reset callback appends the new size to
+``ELASTIC_STEP_MS`` slows the steps (until the file ``ELASTIC_SLOW_UNTIL`` names exists,
+when it is set: a test's change of hosts lands mid-job on a loaded machine). Every reset callback appends the new size to
 ``ELASTIC_OUT/resets``. Rank 0 of the last round writes the final state to
 ``ELASTIC_OUT/final.json``; every worker appends how it ended to ``ELASTIC_OUT/workers``.
 Run by test_elastic.py, which also computes the one-process reference with
@@ -78,6 +79,7 @@ def main():
     state.register_reset_callbacks([lambda: append("resets", f"{hvd.size()} {host}")])
     fault = os.environ.get("ELASTIC_FAULT", "")
     pause = float(os.environ.get("ELASTIC_STEP_MS", "0")) / 1000
+    slow_until = os.environ.get("ELASTIC_SLOW_UNTIL")
     executed = [0]
 
     @hvd.elastic.run
@@ -88,7 +90,8 @@ def main():
             loader = torch.utils.data.DataLoader(dataset, batch_size=local,
                                                  sampler=state.sampler)
             for idx, (xb, yb) in enumerate(loader):
-                time.sleep(pause)
+                if not (slow_until and os.path.exists(slow_until)):
+                    time.sleep(pause)
                 start = state.sampler.processed
                 optimizer.zero_grad()
                 loss = ((model(xb).squeeze(1) - yb) ** 2).mean()

@@ -1,7 +1,8 @@
 """hvd on Ray: ``RayExecutor`` (Horovod's executor) runs functions on hvd ranks that are
 Ray actors; ``HorovodTrainer`` and ``HorovodConfig`` (Ray Train's) train with hvd under
 Ray Train. A rank under Ray is a rank under hvdrun: the same variables, the same
-rendezvous, the same transports. Needs Ray: ``pip install 'ray[train]'``."""
+rendezvous, the same transports; an elastic ``RayExecutor`` (``min_workers``) forms
+hvdrun's elastic rounds over Ray's nodes. Needs Ray: ``pip install 'ray[train]'``."""
 
 _EXPORTS = {
     "RayExecutor": "hvd.ray.runner",

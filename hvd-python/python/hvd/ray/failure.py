@@ -34,7 +34,9 @@ def _lost_a_peer(error):
     return isinstance(error, RayTaskError) and getattr(error.cause, "recoverable", False)
 
 
-def _describe(error):
+def describe(error):
+    """``died: <Ray's reason>`` for a worker whose actor died, ``failed: <error>`` for a
+    function that raised."""
     if isinstance(error, RayActorError):
         # Ray's first line, and its sentence on why the actor is dead.
         lines = str(error).splitlines()
@@ -66,7 +68,7 @@ def blame(errors, nodes, running=()):
     where = f"hvd.ray: rank {rank} (pid {node['pid']}) on node {node['ip']}"
     if rank in errors:
         cause = errors[rank]
-        message = f"{where} {_describe(cause).rstrip('.')}"
+        message = f"{where} {describe(cause).rstrip('.')}"
     else:
         cause = errors[order[0]]
         message = (f"{where} was still running when its peers lost it: frozen, stopped "

@@ -8,6 +8,7 @@ from typing import Optional, Set
 import ray
 
 from hvd.ray import placement
+from hvd.ray.elastic import ElasticJob, ElasticSettings
 from hvd.ray.failure import gather
 from hvd.ray.strategy import Placement
 from hvd.ray.worker import Worker
@@ -36,7 +37,12 @@ class RayExecutor:
     or on ``num_hosts`` nodes with ``num_workers_per_host`` ranks each, every worker with
     ``cpus_per_worker`` CPUs and, with ``use_gpu``, ``gpus_per_worker`` GPUs (1 unless
     given). Ranks are numbered node by node, so local and cross ranks follow the nodes
-    Ray chose. The functions call ``hvd.init()`` themselves, as under any launcher."""
+    Ray chose. The functions call ``hvd.init()`` themselves, as under any launcher.
+
+    With ``min_workers`` (and ``max_workers``, ``reset_limit``, ``cooldown_range``,
+    ``elastic_timeout``) the job is elastic, as under ``hvdrun --elastic``: a worker on
+    every slot of Ray's alive nodes (``cpus_per_worker`` CPUs each), and nodes that
+    die or join change the job through ``hvd.elastic`` (see ``hvd.ray.elastic``)."""
 
     @classmethod
     def create_settings(cls, timeout_s=300, ssh_identity_file=None, ssh_str=None,
@@ -52,11 +58,6 @@ class RayExecutor:
         if unknown:
             raise TypeError(f"RayExecutor() got unexpected keyword arguments: "
                             f"{', '.join(unknown)}")
-        given = sorted(k for k, v in elastic.items() if v is not None)
-        if given:
-            raise NotImplementedError(
-                f"RayExecutor: elastic jobs on Ray are not supported yet ({', '.join(given)}); "
-                "run an elastic job with hvdrun --elastic, or a fixed number of workers here")
         if gpus_per_worker and not use_gpu:
             raise ValueError("RayExecutor: gpus_per_worker is set, but use_gpu is False")
         if use_gpu and gpus_per_worker is not None and gpus_per_worker < 1:
@@ -64,24 +65,35 @@ class RayExecutor:
                              f"{gpus_per_worker}")
         self.settings = settings or RaySettings()
         self.use_gpu = use_gpu
-        self.placement = Placement.for_job(
-            num_workers, num_hosts, num_workers_per_host, cpus_per_worker,
-            (gpus_per_worker or 1) if use_gpu else 0)
+        gpus = (gpus_per_worker or 1) if use_gpu else 0
+        self.elastic = _elastic_settings(num_workers, num_hosts, elastic)
+        self.resources = (cpus_per_worker, gpus)
+        self.placement = None if self.elastic else Placement.for_job(
+            num_workers, num_hosts, num_workers_per_host, cpus_per_worker, gpus)
         self.workers = []
         # Each rank's node: what Ray reports for its actor (address, id, host, pid).
         self.nodes = []
+        self.extra_env_vars = None
 
     @property
     def num_workers(self):
-        return self.placement.num_workers
+        """The job's size; None for an elastic job, whose size changes."""
+        return self.placement.num_workers if self.placement else None
 
     def start(self, executable_cls=None, executable_args=None, executable_kwargs=None,
               extra_env_vars=None):
         """Places the workers, gives each its rank's variables (and ``extra_env_vars``),
         and makes ``executable_cls(*executable_args, **executable_kwargs)`` on each, the
         object ``execute`` passes to its function."""
-        if self.workers:
+        if self.workers or self.extra_env_vars is not None:
             raise RuntimeError("RayExecutor: already started (call shutdown() first)")
+        if self.elastic:
+            if executable_cls is not None:
+                raise ValueError("RayExecutor: an elastic job has no executable_cls: its "
+                                 "workers start with each run()")
+            # Each run() starts its workers, on the nodes Ray has then.
+            self.extra_env_vars = dict(extra_env_vars or {})
+            return
         try:
             self._start(executable_cls, executable_args, executable_kwargs,
                         extra_env_vars or {})
@@ -137,7 +149,17 @@ class RayExecutor:
     def run(self, fn, args=None, kwargs=None):
         """``fn(*args, **kwargs)`` on every worker; the results in rank order. A rank
         that fails (its function raised, or its worker died) raises WorkerFailedError
-        naming it, its node and Ray's error."""
+        naming it, its node and Ray's error.
+
+        In an elastic job, ``fn`` runs on a worker of every slot of Ray's nodes (as
+        ``hvd.elastic.run`` trains under ``hvdrun --elastic``) and the results are those
+        of the last round's ranks; WorkerFailedError names a rank whose error no new
+        round cures."""
+        if self.elastic:
+            if self.extra_env_vars is None:
+                raise RuntimeError("RayExecutor: call start() first (or after shutdown())")
+            return ElasticJob(self.elastic, self.settings, self.resources, fn, args, kwargs,
+                              self.extra_env_vars).run()
         return gather(self.run_remote(fn, args, kwargs), self.nodes)
 
     def run_remote(self, fn, args=None, kwargs=None):
@@ -153,6 +175,10 @@ class RayExecutor:
         return gather([self.workers[0].execute.remote(fn)], self.nodes[:1])[0]
 
     def _assert_started(self):
+        if self.elastic:
+            raise NotImplementedError(
+                "RayExecutor: an elastic job runs functions with run() alone: its ranks "
+                "change from round to round")
         if not self.nodes:
             raise RuntimeError("RayExecutor: call start() first (or after shutdown())")
 
@@ -161,4 +187,22 @@ class RayExecutor:
         for worker in self.workers:
             ray.kill(worker, no_restart=True)
         self.workers, self.nodes = [], []
-        self.placement.release()
+        self.extra_env_vars = None
+        if self.placement:
+            self.placement.release()
+
+
+def _elastic_settings(num_workers, num_hosts, elastic):
+    """The elastic job's settings from Horovod's arguments, None for a job of fixed size."""
+    given = {k: v for k, v in elastic.items() if v is not None}
+    if given.pop("override_discovery", True) is False:
+        raise ValueError("RayExecutor: an elastic job on Ray finds its hosts in Ray's "
+                         "alive nodes; override_discovery=False is not supported")
+    if not given:
+        return None
+    if num_workers is not None or num_hosts is not None:
+        raise ValueError("RayExecutor: an elastic job (min_workers, max_workers) has no "
+                         "num_workers or num_hosts: its size follows Ray's nodes")
+    if "min_workers" not in given:
+        raise ValueError("RayExecutor: an elastic job needs min_workers")
+    return ElasticSettings(**given)
