@@ -157,3 +157,10 @@ def test_graph_runs_with_many_collectives_complete_or_fail_once_on_every_rank(ru
             rf"rank {rank}: starved run failed: rank {rank}: allgather of tensor "
             rf"'starved\.[0-9]+' timed out after [0-9.]+s waiting for rank\(s\) {1 - rank} "
             r"to submit it", out), out
+
+
+def test_horovod_tensorflow_api_errors_names_and_elastic_states(run_job):
+    code, out = run_job("tf_horovod_api", env=STALL)
+    assert code == 0, out
+    assert_every_rank(out, "TensorFlow's error classes ok", "IndexedSlices refusals ok",
+                      "graph: broadcast_global_variables and names ok", "elastic states ok")

@@ -136,8 +136,9 @@ def alltoall_async(name, tensor, splits, process_set):
     ranks = len(_hvd.process_set_ranks(set_id(process_set)))
     if splits is None:
         if shape[0] % ranks:
-            raise ValueError(f"alltoall: the first dimension ({shape[0]}) does not divide "
-                             f"evenly between {ranks} ranks; pass splits=")
+            raise ValueError(f"alltoall of tensor '{name_for(name, 'alltoall')}': the first "
+                             f"dimension ({shape[0]}) does not divide evenly between "
+                             f"{ranks} ranks; pass splits (the rows for each rank)")
         splits = [shape[0] // ranks] * ranks
     return _hvd.alltoall_async(name_for(name, "alltoall"), _native(tensor), list(splits),
                                set_id(process_set))

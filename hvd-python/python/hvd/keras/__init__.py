@@ -8,7 +8,7 @@ backend through ``hvd.torch``; the JAX backend is refused (hvd has no JAX front)
 # The framework-neutral API: errors, the job, build probes, reduce ops, process sets.
 from hvd.common import *  # noqa: F401,F403
 from hvd.common.objects import allgather_object, broadcast_object  # noqa: F401
-from hvd.keras import callbacks  # noqa: F401
+from hvd.keras import callbacks, elastic  # noqa: F401
 from hvd.keras.optimizer import DistributedOptimizer  # noqa: F401
 from hvd.keras.saving import load_model  # noqa: F401
 from hvd.keras.values import allgather, allreduce, broadcast, reducescatter  # noqa: F401
