@@ -163,4 +163,5 @@ def test_horovod_tensorflow_api_errors_names_and_elastic_states(run_job):
     code, out = run_job("tf_horovod_api", env=STALL)
     assert code == 0, out
     assert_every_rank(out, "TensorFlow's error classes ok", "IndexedSlices refusals ok",
-                      "graph: broadcast_global_variables and names ok", "elastic states ok")
+                      "graph: broadcast_global_variables and names ok",
+                      "TensorFlow 1 DistributedOptimizer ok", "elastic states ok")

@@ -81,6 +81,27 @@ with graph.as_default():
         assert np.array_equal(total, [4.0, 4.0]), total
 say("graph: broadcast_global_variables and names ok")
 
+# A TensorFlow 1 optimizer, combining every second pass: the ranks' gradients are
+# rank + 1, so each update is their average, 1.5, and the global step counts every pass.
+graph = tf.Graph()
+with graph.as_default():
+    weight = tf.compat.v1.Variable([0.0])
+    step = tf.compat.v1.train.get_or_create_global_step()
+    optimizer = hvd.DistributedOptimizer(tf.compat.v1.train.GradientDescentOptimizer(1.0),
+                                         backward_passes_per_step=2,
+                                         average_aggregated_gradients=True)
+    train = optimizer.minimize(tf.reduce_sum(weight * float(rank + 1)), global_step=step)
+    with tf.compat.v1.Session(graph=graph) as session:
+        session.run([tf.compat.v1.global_variables_initializer(),
+                     tf.compat.v1.local_variables_initializer()])
+        seen = []
+        for _ in range(4):
+            session.run(train)
+            seen.append(float(session.run(weight)[0]))
+        assert seen == [0.0, -1.5, -1.5, -3.0], seen
+        assert session.run(step) == 4
+say("TensorFlow 1 DistributedOptimizer ok")
+
 # Elastic states: sync brings the root's values, restore goes back to the last sync or
 # commit, commit keeps what is there.
 variables = [tf.Variable(np.full([2], float(rank + 1)))]

@@ -29,6 +29,7 @@ from hvd.tensorflow.functions import (  # noqa: F401
     broadcast_object_fn,
     broadcast_variables,
 )
+from hvd.tensorflow.optimizer import DistributedOptimizer  # noqa: F401
 from hvd.tensorflow.gradient_tape import (  # noqa: F401
     DistributedGradientTape,
     PartialDistributedGradientTape,
