@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use hvd_core::driver::{Call, Engine, Joined, Scheduled, Transport};
-use hvd_core::schedule::{Layout, Schedule};
+use hvd_core::schedule::{Layout, Schedule, Tuning};
 use hvd_core::{Result, Store};
 
 use crate::config::TcpConfig;
@@ -60,31 +60,14 @@ impl Transport for TcpConfig {
         })
     }
 
-    fn small_bytes(&self) -> usize {
-        self.small_bytes
-    }
-
-    fn chunk_bytes(&self) -> usize {
-        self.chunk_bytes
-    }
-
-    /// On more than two ranks, halving above 56 KiB even below `small_bytes`: recursive
-    /// doubling sends the whole buffer in every round. Measured on 4 ranks sharing 2
-    /// cores, same runs against Open MPI (medians of 5 rounds): halving 1.25x and 1.61x
-    /// at 64 and 96 KiB against recursive doubling's 1.06x and 0.96x; recursive doubling
-    /// 1.16x, 1.52x and 1.51x at 40, 48 and 56 KiB against halving's 1.06x, 1.20x and
-    /// 1.20x. (Over libfabric's rxm, 64 KiB on 4 ranks took the same time either way,
-    /// so hvd-rdma keeps the default.)
-    fn halving_above(&self, size: usize) -> usize {
-        match size {
-            0..=2 => self.small_bytes,
-            _ => self.small_bytes.min(WIDE_HALVING_ABOVE),
+    fn tuning(&self) -> Tuning {
+        Tuning {
+            small_bytes: self.small_bytes,
+            chunk_bytes: self.chunk_bytes,
+            early_halving: true,
         }
     }
 }
-
-/// Above this many bytes allreduce on more than two ranks halves (see `halving_above`).
-const WIDE_HALVING_ABOVE: usize = 56 << 10;
 
 /// The event loop of one group, and what it needs to blame the right rank when a call
 /// times out.

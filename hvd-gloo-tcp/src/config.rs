@@ -36,8 +36,8 @@ pub struct TcpConfig {
     /// Identifies the job, so that connections from another job are refused.
     pub job_id: String,
     /// Calls of at most this many bytes use the latency-optimal algorithms (recursive
-    /// doubling, flat or binomial trees, direct exchanges); larger ones use the ring or
-    /// chain, or recursive halving and doubling (see the crate's algorithm table).
+    /// doubling, flat or binomial trees, direct exchanges); larger ones those that move
+    /// the fewest bytes (see [`hvd_core::schedule::choice`]).
     pub small_bytes: usize,
     /// Largest frame of a pipelined transfer: the unit in which a ring or chain forwards
     /// data, so smaller chunks start forwarding sooner and larger ones cost fewer headers.

@@ -54,24 +54,13 @@
 //! straight from and into the caller's memory. Reductions use [`hvd_core::kernels`]
 //! (prescale before, average and postscale once at the end), for every dtype and op.
 //!
-//! | call | at most `small_bytes` (default 256 KiB) | larger |
-//! |---|---|---|
-//! | allreduce | recursive doubling (non-powers of two fold the extra ranks in first); halving above 56 KiB on 4, 8, .. ranks | powers of two up to 8 MiB: recursive halving and doubling; otherwise pipelined ring: reduce-scatter, then allgather |
-//! | broadcast | up to 8 ranks the root sends to each; binomial tree above | pipelined chain from the root |
-//! | allgather | up to 128 KiB on 4, 8, .. ranks recursive doubling, otherwise direct exchange, one round | pipelined ring |
-//! | alltoall | pairwise exchange (step `d`: to `rank + d`, from `rank - d`) | same, in frames of `chunk_bytes` |
-//! | reducescatter | pipelined ring (reduce-scatter only) | same |
-//! | barrier | dissemination (`ceil(log2 n)` rounds of empty frames) | |
-//!
-//! The crossover is `small_bytes`, the total bytes of the call (`HVD_TCP_SMALL_BYTES`):
-//! below it the number of message latencies matters more than the bytes each rank moves
-//! (`log2 n` steps instead of `2 (n - 1)`); above it the ring moves the optimal
-//! `2 (n - 1) / n` of the data per rank. On 2 cores over loopback recursive doubling wins
-//! up to 256-512 KiB at 2 ranks, hence 256 KiB. Recursive halving and doubling
-//! (Rabenseifner's: the ring's bytes in `2 log2 n` rounds) beats it at 4 ranks from
-//! 64 KiB (it runs there above 56 KiB, below `small_bytes` too) and beats the ring up to
-//! 4-16 MiB, so power-of-two groups use it up to 8 MiB. Ring and chain transfers are cut
-//! into frames of `chunk_bytes` (512 KiB), each forwarded as soon as it is in; the event
+//! Which algorithm runs a call is [`hvd_core::schedule::choice`]'s decision, by operation,
+//! rank count and size, for every transport alike; this one tells it `small_bytes`
+//! (default 256 KiB, `HVD_TCP_SMALL_BYTES`: below it the number of message latencies
+//! matters more than the bytes each rank moves; on 2 cores over loopback recursive
+//! doubling wins up to 256-512 KiB at 2 ranks) and that halving pays early here.
+//! Pipelined transfers are cut into frames of `chunk_bytes` (512 KiB), each forwarded as
+//! soon as it is in; the event
 //! loop reads at most 256 KiB per connection before it turns to the others, and offers
 //! the kernel the rest of a frame in one send, so that long system calls do not hold up
 //! receiving while sending.

@@ -34,10 +34,9 @@
 //! never appears is named in the error after `start_timeout`.
 //!
 //! ## Algorithms
-//! The schedules of [`hvd_core::schedule`], as over TCP: recursive doubling, flat and
-//! binomial trees and direct exchanges up to `small_bytes` (256 KiB), pipelined rings and
-//! chains in messages of `chunk_bytes` (2 MiB) above (allreduce on a power-of-two group:
-//! recursive halving and doubling up to 8 MiB), pairwise exchange for alltoall. Every
+//! The schedules of [`hvd_core::schedule`], as over TCP, chosen by
+//! [`hvd_core::schedule::choice`] from `small_bytes` (256 KiB, capped at the provider's
+//! largest message), with pipelined transfers in messages of `chunk_bytes` (2 MiB). Every
 //! frame is a tagged message (tag: call number, sender, frame number, so receives accept
 //! any source and need no `FI_DIRECTED_RECV`); up to four per peer and direction are in
 //! flight. Frames of 32 KiB and more leave straight from the tensors (`fi_tsendv`) when

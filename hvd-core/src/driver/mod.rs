@@ -9,10 +9,9 @@
 //! - [`subgroup_prefix`]: the store namespace of a sub-group, fingerprinted by its
 //!   members, and [`check_rank`];
 //! - [`Scheduled`]: a complete [`Collective`](crate::Collective) over a [`Transport`]'s
-//!   [`Engine`], which picks the algorithm of each call (latency-optimal below the
-//!   transport's small-message size, pipelined rings above, recursive halving and
-//!   doubling for mid-sized allreduces on power-of-two groups), lays the tensors out, runs
-//!   the schedule and poisons the group on the first failure. TCP and libfabric are
+//!   [`Engine`], which runs the algorithm [`choice`](crate::schedule::choice) picks for
+//!   each call, lays the tensors out, runs the schedule and poisons the group on the
+//!   first failure. TCP and libfabric are
 //!   `Scheduled` transports; a new one implements [`Transport`] and [`Engine`] only.
 
 mod abort;
@@ -28,7 +27,7 @@ pub use call::Call;
 pub use group::{Calls, Group, Subgroup, check_rank, fingerprint, subgroup_prefix};
 pub use scheduled::Scheduled;
 
-use crate::schedule::{Layout, Schedule};
+use crate::schedule::{Layout, Schedule, Tuning};
 use crate::{Result, Store, Topology};
 
 /// A transport's event loop: it moves the frames of a [`Schedule`] between the ranks.
@@ -71,22 +70,9 @@ pub trait Transport: Clone + fmt::Debug + Send + Sync + 'static {
         size: usize,
     ) -> Result<Joined<Self>>;
 
-    /// Calls of at most this many bytes use the latency-optimal algorithms (recursive
-    /// doubling, binomial tree, pairwise exchange); larger ones use pipelined rings and
-    /// chains, or halving for allreduce ([`Transport::halving_above`]).
-    fn small_bytes(&self) -> usize;
-
-    /// The largest frame of a pipelined transfer.
-    fn chunk_bytes(&self) -> usize;
-
-    /// Allreduces on `size` ranks (a power of two) above this many bytes, up to
-    /// [`halving::MAX_BYTES`](crate::schedule::halving::MAX_BYTES), run recursive halving
-    /// and doubling instead of recursive doubling or the ring. By default the small-call
-    /// limit: halving takes over from recursive doubling only where the ring would.
-    fn halving_above(&self, size: usize) -> usize {
-        let _ = size;
-        self.small_bytes()
-    }
+    /// What the algorithm choice needs to know of this transport: see
+    /// [`choice`](crate::schedule::choice), which alone decides.
+    fn tuning(&self) -> Tuning;
 }
 
 /// A rank's connection to a group, as [`Transport::join`] made it.

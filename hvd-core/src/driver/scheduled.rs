@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use super::{Call, Engine, Group, Transport, check_rank};
 use crate::schedule::{
-    Layout, Ring, Schedule, barrier, blocks, broadcast, exchange, halving, recursive,
+    Algorithm, Layout, Ring, Schedule, barrier, blocks, broadcast, choose, exchange, halving,
+    recursive,
 };
 use crate::{
     Collective, Device, Error, OpKind, ReduceOp, Reduction, Result, Store, Tensor, TensorMut,
@@ -78,12 +79,13 @@ impl<T: Transport> Scheduled<T> {
         self.topology.size()
     }
 
-    fn is_small(&self, bytes: usize) -> bool {
-        bytes <= self.settings.small_bytes()
+    /// The algorithm of a call of `op` over `bytes`, the same on every rank.
+    fn algorithm(&self, op: OpKind, bytes: usize) -> Algorithm {
+        choose(op, self.size(), bytes, &self.settings.tuning())
     }
 
     fn chunk(&self) -> usize {
-        self.settings.chunk_bytes()
+        self.settings.tuning().chunk_bytes
     }
 
     /// Runs one call: `prepare` lays out the data once the call is numbered, and
@@ -171,15 +173,15 @@ impl<T: Transport> Collective for Scheduled<T> {
                 return Ok(None);
             }
             let len = layout.len();
-            Ok(Some(
-                if halving::suits(size, len, self.settings.halving_above(size)) {
+            Ok(Some(match self.algorithm(op, len) {
+                Algorithm::Halving => {
                     Box::new(halving::allreduce(rank, size, layout, self.chunk()))
-                } else if self.is_small(len) {
+                }
+                Algorithm::RecursiveDoubling => {
                     Box::new(recursive::allreduce(rank, size, len, reduction))
-                } else {
-                    Box::new(Ring::allreduce(rank, size, layout, self.chunk()))
-                },
-            ))
+                }
+                _ => Box::new(Ring::allreduce(rank, size, layout, self.chunk())),
+            }))
         })
     }
 
@@ -189,16 +191,11 @@ impl<T: Transport> Collective for Scheduled<T> {
         validate::root(rank, size, root, &name)?;
         let mut layout = batch_layout(T::BACKEND, rank, op, tensors)?;
         self.run(op, &name, no_reduction(), &mut layout, |layout| {
-            let small = self.is_small(layout.len());
-            Ok(Some(Box::new(
-                if small && size <= broadcast::FLAT_MAX_RANKS {
-                    broadcast::Tree::flat(rank, size, root, layout)
-                } else if small {
-                    broadcast::Tree::binomial(rank, size, root, layout)
-                } else {
-                    broadcast::Tree::chain(rank, size, root, layout, self.chunk())
-                },
-            )))
+            Ok(Some(Box::new(match self.algorithm(op, layout.len()) {
+                Algorithm::Flat => broadcast::Tree::flat(rank, size, root, layout, self.chunk()),
+                Algorithm::Binomial => broadcast::Tree::binomial(rank, size, root, layout),
+                _ => broadcast::Tree::chain(rank, size, root, layout, self.chunk()),
+            })))
         })
     }
 
@@ -217,16 +214,13 @@ impl<T: Transport> Collective for Scheduled<T> {
         let segments = blocks(0, counts, dtype.size());
         self.run(op, input.name(), no_reduction(), &mut layout, |layout| {
             layout.write(segments[rank].start, source)?;
-            let len = layout.len();
-            Ok(Some(
-                if self.is_small(len) && exchange::doubling_suits(size, len) {
+            Ok(Some(match self.algorithm(op, layout.len()) {
+                Algorithm::GatherDoubling => {
                     Box::new(exchange::allgather_doubling(rank, size, &segments))
-                } else if self.is_small(len) {
-                    Box::new(exchange::allgather(rank, size, &segments))
-                } else {
-                    Box::new(Ring::allgather(rank, size, &segments, layout, self.chunk()))
-                },
-            ))
+                }
+                Algorithm::Direct => Box::new(exchange::allgather(rank, size, &segments)),
+                _ => Box::new(Ring::allgather(rank, size, &segments, layout, self.chunk())),
+            }))
         })
     }
 
@@ -251,14 +245,13 @@ impl<T: Transport> Collective for Scheduled<T> {
         self.run(op, input.name(), no_reduction(), &mut layout, |layout| {
             let own = outgoing[rank].start - output_len..outgoing[rank].end - output_len;
             layout.write(incoming[rank].start, &source[own])?;
-            Ok(Some(Box::new(exchange::alltoall(
-                rank,
-                size,
-                &outgoing,
-                &incoming,
-                layout,
-                self.chunk(),
-            ))))
+            let (outgoing, incoming, chunk) = (&outgoing, &incoming, self.chunk());
+            Ok(Some(Box::new(match self.algorithm(op, source.len()) {
+                Algorithm::Linear => {
+                    exchange::alltoall_linear(rank, size, outgoing, incoming, layout, chunk)
+                }
+                _ => exchange::alltoall(rank, size, outgoing, incoming, layout, chunk),
+            })))
         })
     }
 

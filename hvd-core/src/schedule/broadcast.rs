@@ -9,13 +9,6 @@ use std::ops::Range;
 use super::layout::Layout;
 use super::{Action, Data, Done, Recv, Schedule};
 
-/// The most ranks a small broadcast reaches straight from the root; larger groups use the
-/// binomial tree, whose depth grows with `log2 n` where the root's sends grow with `n`.
-/// Measured over TCP on 2 cores, same run against Open MPI: 4 KiB on 4 ranks flat 1.41x,
-/// binomial 0.60x; on 8 ranks 1.58x against 1.30x (64 KiB 2.11x against 1.39x); even on
-/// 3 ranks.
-pub const FLAT_MAX_RANKS: usize = 8;
-
 /// One rank's part of a tree broadcast.
 #[derive(Debug)]
 pub struct Tree {
@@ -67,15 +60,23 @@ impl Tree {
         Tree::new(parent, children, layout.split(0..layout.len(), 1))
     }
 
-    /// The root sends the whole message to every other rank itself: one hop, and no rank
-    /// waits for another to be scheduled before it forwards (see [`FLAT_MAX_RANKS`]).
-    pub fn flat(rank: usize, size: usize, root: usize, layout: &Layout<'_>) -> Tree {
+    /// The root sends the message to every other rank itself, in frames of at most
+    /// `chunk_bytes`: one hop, and no rank waits for another to be scheduled before it
+    /// forwards (see [`choice`](super::choice)).
+    pub fn flat(
+        rank: usize,
+        size: usize,
+        root: usize,
+        layout: &Layout<'_>,
+        chunk_bytes: usize,
+    ) -> Tree {
         let (parent, children) = if rank == root {
             (None, (1..size).map(|d| (root + d) % size).collect())
         } else {
             (Some(root), vec![])
         };
-        Tree::new(parent, children, layout.split(0..layout.len(), 1))
+        let k = layout.len().div_ceil(chunk_bytes.max(1)).max(1);
+        Tree::new(parent, children, layout.split(0..layout.len(), k))
     }
 
     fn new(parent: Option<usize>, children: Vec<usize>, chunks: Vec<Range<usize>>) -> Tree {
@@ -172,7 +173,7 @@ mod tests {
             .collect();
         let mut layouts = crate::schedule::simulate::byte_layouts(&mut buffers);
         let mut plans: Vec<Box<dyn Schedule>> = (0..size)
-            .map(|r| Box::new(Tree::flat(r, size, root, &layouts[r])) as Box<dyn Schedule>)
+            .map(|r| Box::new(Tree::flat(r, size, root, &layouts[r], 4)) as Box<dyn Schedule>)
             .collect();
         let sum = crate::Reduction::new(crate::ReduceOp::Sum);
         crate::schedule::simulate::run(&mut plans, &mut layouts, sum);
@@ -186,9 +187,9 @@ mod tests {
     #[test]
     fn flat_tree_from_a_nonzero_root() {
         let layout = Layout::new();
-        let root = Tree::flat(2, 4, 2, &layout);
+        let root = Tree::flat(2, 4, 2, &layout, 8);
         assert_eq!((root.parent, root.children.clone()), (None, vec![3, 0, 1]));
-        let leaf = Tree::flat(0, 4, 2, &layout);
+        let leaf = Tree::flat(0, 4, 2, &layout, 8);
         assert_eq!((leaf.parent, leaf.children.clone()), (Some(2), vec![]));
         assert_eq!(leaf.peers(), [2]);
     }

@@ -22,26 +22,72 @@ pub fn alltoall(
     layout: &Layout<'_>,
     chunk_bytes: usize,
 ) -> Phases {
+    let phases = (1..size)
+        .map(|distance| {
+            alltoall_step(
+                rank,
+                size,
+                distance,
+                outgoing,
+                incoming,
+                layout,
+                chunk_bytes,
+            )
+        })
+        .collect();
+    Phases::new(size, phases)
+}
+
+/// [`alltoall`] with every step in one round: all peers' frames move at once, with no
+/// rank waiting for a step to end before the next begins.
+pub fn alltoall_linear(
+    rank: usize,
+    size: usize,
+    outgoing: &[Range<usize>],
+    incoming: &[Range<usize>],
+    layout: &Layout<'_>,
+    chunk_bytes: usize,
+) -> Phases {
+    let phase = (1..size).fold(Phase::new(), |phase, distance| {
+        phase.and(alltoall_step(
+            rank,
+            size,
+            distance,
+            outgoing,
+            incoming,
+            layout,
+            chunk_bytes,
+        ))
+    });
+    Phases::new(size, vec![phase])
+}
+
+/// Step `distance` of an alltoall: to `rank + distance`, from `rank - distance`.
+fn alltoall_step(
+    rank: usize,
+    size: usize,
+    distance: usize,
+    outgoing: &[Range<usize>],
+    incoming: &[Range<usize>],
+    layout: &Layout<'_>,
+    chunk_bytes: usize,
+) -> Phase {
     let chunks = |range: &Range<usize>| {
         layout.split(
             range.clone(),
             range.len().div_ceil(chunk_bytes.max(1)).max(1),
         )
     };
-    let mut phases = Vec::new();
-    for distance in 1..size {
-        let mut phase = Phase::new();
-        let to = (rank + distance) % size;
-        let from = (rank + size - distance) % size;
-        for chunk in chunks(&outgoing[to]) {
-            phase = phase.send(to, chunk);
-        }
-        for chunk in chunks(&incoming[from]) {
-            phase = phase.recv(from, Recv::new(chunk, Action::Place));
-        }
-        phases.push(phase);
+    let to = (rank + distance) % size;
+    let from = (rank + size - distance) % size;
+    let mut phase = Phase::new();
+    for chunk in chunks(&outgoing[to]) {
+        phase = phase.send(to, chunk);
     }
-    Phases::new(size, phases)
+    for chunk in chunks(&incoming[from]) {
+        phase = phase.recv(from, Recv::new(chunk, Action::Place));
+    }
+    phase
 }
 
 /// Sends this rank's segment to every peer and receives theirs, in one round.
@@ -55,18 +101,6 @@ pub fn allgather(rank: usize, size: usize, segments: &[Range<usize>]) -> Phases 
             .recv(from, Recv::new(segments[from].clone(), Action::Place));
     }
     Phases::new(size, vec![phase])
-}
-
-/// The largest allgather that goes by recursive doubling on a power-of-two group rather
-/// than in one direct round. Measured over TCP on 2 cores, same run against Open MPI:
-/// 4 ranks, 4 KiB doubling 1.40x, direct 1.07x; 64 KiB 1.27x against 0.95x; 256 KiB
-/// 1.33x against 1.60x; 8 ranks, 4 KiB 1.04x against 0.59x.
-pub const DOUBLING_MAX_BYTES: usize = 128 << 10;
-
-/// Whether an allgather of `len` bytes (the gathered result) on `size` ranks goes by
-/// [`allgather_doubling`]: a power of two above 2 (on 2 both are one exchange).
-pub fn doubling_suits(size: usize, len: usize) -> bool {
-    size > 2 && size.is_power_of_two() && len <= DOUBLING_MAX_BYTES
 }
 
 /// Recursive doubling: in step `d = 1, 2, 4, ..` each rank sends the `d` segments it
@@ -152,10 +186,55 @@ mod tests {
             "then both segments it holds"
         );
         assert_eq!(plan.next_recv(0).map(|r| r.range), Some(0..3));
-        assert!(doubling_suits(4, DOUBLING_MAX_BYTES));
-        assert!(!doubling_suits(4, DOUBLING_MAX_BYTES + 4));
-        assert!(!doubling_suits(2, 64), "one exchange either way");
-        assert!(!doubling_suits(6, 64), "not a power of two");
+    }
+
+    #[test]
+    fn alltoall_delivers_when_ranks_mix_linear_and_pairwise_rounds() {
+        // Rank r sends (p + 1) * (r + 1) bytes of value 10 r + p to rank p, so counts
+        // differ between ranks (an alltoallv), in frames of 3 bytes.
+        let size = 4;
+        let count = |from: usize, to: usize| (to + 1) * (from + 1);
+        let mut buffers: Vec<Vec<u8>> = Vec::new();
+        let mut ranges = Vec::new();
+        for r in 0..size {
+            let received: Vec<usize> = (0..size).map(|p| count(p, r)).collect();
+            let sent: Vec<usize> = (0..size).map(|p| count(r, p)).collect();
+            let incoming = crate::schedule::blocks(0, &received, 1);
+            let outgoing = crate::schedule::blocks(incoming[size - 1].end, &sent, 1);
+            let mut buffer = vec![0u8; outgoing[size - 1].end];
+            for p in 0..size {
+                buffer[outgoing[p].clone()].fill((10 * r + p) as u8);
+            }
+            buffers.push(buffer);
+            ranges.push((outgoing, incoming));
+        }
+        let mut layouts = crate::schedule::simulate::byte_layouts(&mut buffers);
+        let mut plans: Vec<Box<dyn Schedule>> = (0..size)
+            .map(|r| {
+                let (outgoing, incoming) = &ranges[r];
+                let plan = if r % 2 == 0 {
+                    alltoall_linear(r, size, outgoing, incoming, &layouts[r], 3)
+                } else {
+                    alltoall(r, size, outgoing, incoming, &layouts[r], 3)
+                };
+                Box::new(plan) as Box<dyn Schedule>
+            })
+            .collect();
+        let sum = crate::Reduction::new(crate::ReduceOp::Sum);
+        crate::schedule::simulate::run(&mut plans, &mut layouts, sum);
+        drop(layouts);
+        for (r, buffer) in buffers.iter().enumerate() {
+            let incoming = &ranges[r].1;
+            // A rank's own block is the caller's to copy.
+            for p in (0..size).filter(|p| *p != r) {
+                let expected = vec![(10 * p + r) as u8; count(p, r)];
+                assert_eq!(
+                    &buffer[incoming[p].clone()],
+                    &expected[..],
+                    "rank {r} from {p}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -16,17 +16,6 @@ use super::layout::Layout;
 use super::phases::{Phase, Phases};
 use super::{Action, Recv};
 
-/// The largest allreduce halving runs: above it the ring's chunk-by-chunk forwarding wins
-/// (4 ranks, 64 MiB, same run against Open MPI over TCP: ring 1.65x, halving 1.41x; at
-/// 16 MiB they tie).
-pub const MAX_BYTES: usize = 8 << 20;
-
-/// Whether halving is the allreduce for `len` bytes on `size` ranks, where it runs above
-/// `floor` bytes (below, recursive doubling does).
-pub fn suits(size: usize, len: usize, floor: usize) -> bool {
-    size > 1 && size.is_power_of_two() && len > floor && len <= MAX_BYTES
-}
-
 /// The phases of a halving-doubling allreduce over all of `layout`, in frames of at most
 /// `chunk_bytes`; `size` must be a power of two.
 pub fn allreduce(rank: usize, size: usize, layout: &Layout<'_>, chunk_bytes: usize) -> Phases {
@@ -143,21 +132,6 @@ mod tests {
                 );
             }
         }
-    }
-
-    #[test]
-    fn it_runs_between_its_floor_and_the_ring_on_powers_of_two() {
-        let floor = 256 << 10;
-        assert!(
-            !suits(2, floor, floor),
-            "recursive doubling up to the floor"
-        );
-        assert!(suits(2, floor + 4, floor));
-        assert!(suits(4, MAX_BYTES, floor));
-        assert!(!suits(4, MAX_BYTES + 4, floor), "the ring above MAX_BYTES");
-        assert!(!suits(3, 1 << 20, floor), "not on 3 ranks");
-        assert!(!suits(6, 1 << 20, floor), "not on 6 ranks");
-        assert!(!suits(1, 1 << 20, floor));
     }
 
     #[test]

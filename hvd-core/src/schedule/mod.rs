@@ -15,6 +15,7 @@
 
 pub mod barrier;
 pub mod broadcast;
+pub mod choice;
 pub mod exchange;
 pub mod halving;
 mod layout;
@@ -27,6 +28,7 @@ mod simulate;
 use std::io;
 use std::ops::Range;
 
+pub use choice::{Algorithm, Tuning, choose};
 pub use layout::{Layout, MAX_IOV, blocks};
 pub use phases::{Phase, Phases, Then};
 pub use ring::Ring;
