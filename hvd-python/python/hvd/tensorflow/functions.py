@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from hvd.common import objects
 from hvd.common.process_sets import global_process_set
-from hvd.tensorflow.mpi_ops import broadcast, broadcast_
+from hvd.tensorflow.mpi_ops import broadcast_
 
 
 def broadcast_variables(variables, root_rank, process_set=global_process_set, inplace=False):
@@ -14,12 +14,11 @@ def broadcast_variables(variables, root_rank, process_set=global_process_set, in
     checkpoint on the root. Works in eager mode and inside ``tf.function``.
     ``inplace`` is accepted for Horovod's signature (variables are assigned either way).
     """
+    assigned = broadcast_(variables, root_rank, process_set=process_set)
     if tf.executing_eagerly() or tf.compat.v1.get_default_graph().building_function:
-        broadcast_(variables, root_rank, process_set=process_set)
         return None
     # A TensorFlow 1 graph: the op that assigns the root's values, run by the caller.
-    return tf.group(*[v.assign(broadcast(v, root_rank, process_set=process_set))
-                      for v in variables])
+    return tf.group(*assigned)
 
 
 def broadcast_global_variables(root_rank):

@@ -136,7 +136,7 @@ def broadcast(tensor, root_rank, name=None, ignore_name_scope=False,
 
 def broadcast_(variables, root_rank, name=None, process_set=global_process_set):
     """Overwrites every variable of the list with ``root_rank``'s value, as one call;
-    returns the variables."""
+    returns the variables (in a TensorFlow 1 graph, the assignments to run)."""
     variables = list(variables)
     if not variables:
         return variables
@@ -144,6 +144,10 @@ def broadcast_(variables, root_rank, name=None, process_set=global_process_set):
     names = _names(name, values, "broadcast")
     results = run([Collective("broadcast", n, process_set, root_rank=root_rank)
                    for n in names], values)
+    if not tf.executing_eagerly() and not tf.compat.v1.get_default_graph().building_function:
+        # A TensorFlow 1 graph assigns when the caller runs it: return each assignment,
+        # whose value is the variable's new value, as Horovod's op does.
+        return [variable.assign(out[0]) for variable, out in zip(variables, results)]
     for variable, out in zip(variables, results):
         variable.assign(out[0])
     return variables
