@@ -1,6 +1,7 @@
 """hvd on Spark, in local mode (local[2]): hvd.init() in the processes pyspark's
-TorchDistributor starts (torchrun's variables), and hvd.spark.run on the tasks of a
-barrier stage, twice in one session (Spark reuses its Python workers)."""
+TorchDistributor starts (torchrun's variables), on the driver and in barrier tasks, and
+hvd.spark.run on the tasks of a barrier stage, twice in one session (Spark reuses its
+Python workers)."""
 
 import os
 import shutil
@@ -59,11 +60,14 @@ def place(offset):
     return places
 
 
-def test_hvd_init_works_under_torch_distributor():
-    # TorchDistributor hands back rank 0's value: every rank's place, as rank 0 saw it.
-    places = TorchDistributor(num_processes=2, local_mode=True, use_gpu=False).run(
+@pytest.mark.parametrize("local_mode", [True, False], ids=["on-the-driver", "in-tasks"])
+def test_hvd_init_works_under_torch_distributor(local_mode):
+    # On the driver, one torchrun of 2 processes; in tasks, a torchrun of 1 process in
+    # each of 2 barrier tasks (a node each, to torchrun). TorchDistributor hands back
+    # rank 0's value: every rank's place, as rank 0 saw it.
+    places = TorchDistributor(num_processes=2, local_mode=local_mode, use_gpu=False).run(
         place, 1.0)
-    assert places == [(0, 2, 0, 2, 3.0), (1, 2, 1, 2, 3.0)]
+    assert [p[:2] + p[4:] for p in places] == [(0, 2, 3.0), (1, 2, 3.0)]
 
 
 def test_spark_run_gives_every_rank_result_in_rank_order():
