@@ -1,8 +1,8 @@
-//! `cargo xtask horovod-tests`: Horovod's own PyTorch test suite and two of its examples,
-//! run unmodified against this tree's `hvd.torch` by the suite's runner (`run.sh`: the
-//! whole file in one 2-rank job as Horovod's CI runs it, every test in a job of its own,
-//! and the examples), judged test by test. Anything that is not passed, or skipped or
-//! failed for a reason listed here, fails the command.
+//! `cargo xtask horovod-tests`: Horovod's own test files (PyTorch, TensorFlow, TensorFlow 2
+//! Keras) and two of its PyTorch examples, run unmodified against this tree's `hvd` by the
+//! suite's runner (`run.sh`: each file whole in one 2-rank job as Horovod's CI runs it,
+//! every test in a job of its own, and the examples), judged test by test. Anything that
+//! is not passed, or skipped or failed for a reason listed here, fails the command.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -37,6 +37,41 @@ const EXAMPLES: [(&str, &str); 5] = [
     ("mnist through horovod.run (--num-proc 2)", "mnist_run.log"),
 ];
 
+/// One of Horovod's test files (in `upstream/test/parallel`), under the Keras its code is
+/// written for: `keras2` runs it under tf_keras (`TF_USE_LEGACY_KERAS=1`), as TensorFlow
+/// picks Keras 2, else under TensorFlow's default, Keras 3.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct TestFile {
+    /// What `--files` calls it, and its results' folder.
+    name: &'static str,
+    file: &'static str,
+    keras2: bool,
+}
+
+const FILES: [TestFile; 4] = [
+    TestFile {
+        name: "torch",
+        file: "test_torch.py",
+        keras2: false,
+    },
+    TestFile {
+        name: "tensorflow",
+        file: "test_tensorflow.py",
+        keras2: false,
+    },
+    TestFile {
+        name: "tensorflow-tf_keras",
+        file: "test_tensorflow.py",
+        keras2: true,
+    },
+    // Written for Keras 2 (`lr=`, `keras.optimizers.legacy`, `opt.variables()`).
+    TestFile {
+        name: "tensorflow2_keras-tf_keras",
+        file: "test_tensorflow2_keras.py",
+        keras2: true,
+    },
+];
+
 /// How many of a failed example's last log lines are shown, so that CI's output says why.
 const LOG_TAIL_LINES: usize = 25;
 
@@ -62,6 +97,7 @@ impl Part {
 struct Options {
     suite: Option<PathBuf>,
     parts: Vec<Part>,
+    files: Vec<TestFile>,
     only: Option<String>,
 }
 
@@ -70,6 +106,7 @@ impl Options {
         let mut options = Options {
             suite: None,
             parts: vec![Part::Whole, Part::Isolated, Part::Examples],
+            files: FILES.to_vec(),
             only: None,
         };
         let mut args = args.iter();
@@ -93,6 +130,20 @@ impl Options {
                                 "horovod-tests: --parts takes whole, iso and examples \
                                  (comma-separated), got {other:?}"
                             )),
+                        })
+                        .collect::<Result<_, _>>()?;
+                }
+                "--files" => {
+                    options.files = value("--files")?
+                        .split(',')
+                        .map(|f| {
+                            FILES.iter().copied().find(|t| t.name == f.trim()).ok_or_else(|| {
+                                let names: Vec<&str> = FILES.iter().map(|t| t.name).collect();
+                                format!(
+                                    "horovod-tests: --files takes {} (comma-separated), got {f:?}",
+                                    names.join(", ")
+                                )
+                            })
                         })
                         .collect::<Result<_, _>>()?;
                 }
@@ -175,8 +226,8 @@ fn examples(lines: &[String]) -> Vec<(String, Verdict)> {
         .collect()
 }
 
-/// The tests of one run (`whole` or `iso`) with each one's verdict.
-fn judged_run(results: &Path, part: Part) -> Vec<(String, Outcome, Verdict)> {
+/// The tests of one run (`whole` or `iso`) of `file` with each one's verdict.
+fn judged_run(results: &Path, part: Part, file: TestFile) -> Vec<(String, Outcome, Verdict)> {
     let outcomes = match part {
         Part::Whole => junit::whole(&results.join("whole")),
         _ => junit::isolated(&results.join("iso")),
@@ -184,7 +235,7 @@ fn judged_run(results: &Path, part: Part) -> Vec<(String, Outcome, Verdict)> {
     outcomes
         .into_iter()
         .map(|(test, outcome)| {
-            let verdict = judge(&test, &outcome);
+            let verdict = judge(file.name, &test, &outcome);
             (test, outcome, verdict)
         })
         .collect()
@@ -245,11 +296,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let results = root.join("target/horovod-tests");
     let _ = std::fs::remove_dir_all(&results);
     std::fs::create_dir_all(&results).map_err(|e| format!("{}: {e}", results.display()))?;
-    let mut env: Vec<(&str, &std::ffi::OsStr)> = vec![
-        ("HVD_VENV", venv.as_os_str()),
-        ("RESULTS", results.as_os_str()),
-        ("PATH", path.as_os_str()),
-    ];
+    let mut env: Vec<(&str, &std::ffi::OsStr)> =
+        vec![("HVD_VENV", venv.as_os_str()), ("PATH", path.as_os_str())];
     if let Some(only) = &options.only {
         env.push(("ONLY", std::ffi::OsStr::new(only)));
     }
@@ -257,36 +305,52 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let mut report = Vec::new();
     let mut unexpected = Vec::new();
     for &part in &options.parts {
-        let started = Instant::now();
-        let lines = run_part(&suite, part, &env)?;
-        let took = started.elapsed().as_secs();
-        let judged = match part {
-            Part::Examples => examples(&lines)
-                .into_iter()
-                .map(|(label, v)| (label, Outcome::passed(), v))
-                .collect(),
-            _ => judged_run(&results, part),
+        // The examples run once; the whole and isolated runs once per test file.
+        let runs: Vec<Option<TestFile>> = match part {
+            Part::Examples => vec![None],
+            _ => options.files.iter().copied().map(Some).collect(),
         };
-        if judged.is_empty() {
-            unexpected.push(format!("{}: no results at all", part.runner_mode()));
-        }
-        for (test, outcome, verdict) in &judged {
-            if let Verdict::Unexpected(why) = verdict {
-                unexpected.push(format!("{} {test}: {why} ({outcome})", part.runner_mode()));
-                if part == Part::Examples {
-                    show_log_tail(&results, test);
+        for file in runs {
+            let out = file.map_or_else(|| results.clone(), |f| results.join(f.name));
+            let mut env = env.clone();
+            env.push(("RESULTS", out.as_os_str()));
+            if let Some(f) = file {
+                env.push(("FILE", std::ffi::OsStr::new(f.file)));
+                env.push((
+                    "KERAS",
+                    std::ffi::OsStr::new(if f.keras2 { "2" } else { "" }),
+                ));
+            }
+            let label = match file {
+                Some(f) => format!("{} {}", part.runner_mode(), f.name),
+                None => part.runner_mode().to_string(),
+            };
+            let started = Instant::now();
+            let lines = run_part(&suite, part, &env)?;
+            let took = started.elapsed().as_secs();
+            let judged = match file {
+                None => examples(&lines)
+                    .into_iter()
+                    .map(|(label, v)| (label, Outcome::passed(), v))
+                    .collect(),
+                Some(f) => judged_run(&out, part, f),
+            };
+            if judged.is_empty() {
+                unexpected.push(format!("{label}: no results at all"));
+            }
+            for (test, outcome, verdict) in &judged {
+                if let Verdict::Unexpected(why) = verdict {
+                    unexpected.push(format!("{label} {test}: {why} ({outcome})"));
+                    if part == Part::Examples {
+                        show_log_tail(&results, test);
+                    }
                 }
             }
-        }
-        report.push(format!(
-            "  {:<8} {:>4}s  {}",
-            part.runner_mode(),
-            took,
-            counts(&judged)
-        ));
-        for (test, _, verdict) in &judged {
-            if let Verdict::Excused(why) = verdict {
-                report.push(format!("             {test}: {why}"));
+            report.push(format!("  {label:<32} {took:>4}s  {}", counts(&judged)));
+            for (test, _, verdict) in &judged {
+                if let Verdict::Excused(why) = verdict {
+                    report.push(format!("      {test}: {why}"));
+                }
             }
         }
     }
@@ -340,6 +404,26 @@ mod tests {
             Verdict::Unexpected("exited with code 1".into())
         );
         assert_eq!(verdicts[4].1, Verdict::Unexpected("did not run".into()));
+    }
+
+    #[test]
+    fn files_are_picked_by_name_and_each_names_its_keras() {
+        let options =
+            Options::parse(&["--files".into(), "torch,tensorflow-tf_keras".into()]).unwrap();
+        assert_eq!(
+            options
+                .files
+                .iter()
+                .map(|f| (f.file, f.keras2))
+                .collect::<Vec<_>>(),
+            [("test_torch.py", false), ("test_tensorflow.py", true)]
+        );
+        assert_eq!(Options::parse(&[]).unwrap().files, FILES);
+        assert_eq!(
+            Options::parse(&["--files".into(), "keras".into()]).unwrap_err(),
+            "horovod-tests: --files takes torch, tensorflow, tensorflow-tf_keras, \
+             tensorflow2_keras-tf_keras (comma-separated), got \"keras\""
+        );
     }
 
     #[test]

@@ -13,7 +13,8 @@
 //! - `scaling`: hvd-bench across the simulated cluster, for the scaling model.
 //! - `fuzz`: every fuzz target of `fuzz/` for a few seconds each (CI), or longer.
 //! - `gpu-check`: the checks that need a real GPU, as a bundle to copy to one.
-//! - `horovod-tests`: Horovod's own PyTorch test suite and examples against `hvd.torch`.
+//! - `horovod-tests`: Horovod's own PyTorch and TensorFlow test files and PyTorch examples
+//!   against `hvd`.
 
 mod backends;
 mod bench_collectives;
@@ -87,13 +88,16 @@ commands:
   fuzz [--seconds 12 | --runs N]
       Run every fuzz target (needs cargo-fuzz) from its kept corpus: every decoder of
       bytes another process sends.
-  horovod-tests [--suite DIR] [--parts whole,iso,examples] [--only 'test_a test_b']
-      Build the hvd wheel into $HVD_VENV and run Horovod's own PyTorch test suite and
-      two of its examples with it (the suite's run.sh, 2 ranks: the whole file in one
-      job, each test in a job of its own, the examples); fail on any test that is not
-      passed, or skipped or failed for a listed reason (a GPU, Horovod's own skips,
-      torch's Muon in the optimizer sweeps). The suite is ../shared/horovod-tests beside
-      the repository unless --suite or HVD_HOROVOD_TESTS says otherwise.";
+  horovod-tests [--suite DIR] [--parts whole,iso,examples] [--files torch,...]
+                [--only 'test_a test_b']
+      Build the hvd wheel into $HVD_VENV and run Horovod's own test files (torch;
+      tensorflow under Keras 3 and under tf_keras; tensorflow2_keras-tf_keras) and two
+      of its PyTorch examples with it (the suite's run.sh, 2 ranks: each file whole in
+      one job, each test in a job of its own, the examples); fail on any test that is
+      not passed, or skipped or failed for a listed reason (a GPU, Horovod's own skips,
+      torch's Muon in the optimizer sweeps, TensorFlow's error class in graphs). The
+      suite is ../shared/horovod-tests beside the repository unless --suite or
+      HVD_HOROVOD_TESTS says otherwise.";
 
 /// The workspace's root directory (xtask lives one level below it).
 pub(crate) fn workspace_root() -> std::path::PathBuf {
