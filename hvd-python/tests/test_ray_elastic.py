@@ -45,6 +45,42 @@ def cluster():
     cluster.shutdown()
 
 
+def mismatch():
+    """jobs/elastic_mismatch.py: ranks that submit different shapes, a bug."""
+    import torch
+
+    import hvd.torch as hvd
+    hvd.init()
+    state = hvd.elastic.ObjectState(hvd.broadcast_object, hvd.rank, step=0)
+
+    @hvd.elastic.run
+    def train(state):
+        hvd.allreduce(torch.zeros(1 + hvd.rank()), name="grad")
+
+    train(state)
+
+
+def test_an_error_no_round_cures_ends_the_job_named(cluster, capfd):
+    # Runs before the test that kills a node: Ray may list a killed node as alive for a
+    # while, and a round there would fail first.
+    executor = RayExecutor(RayExecutor.create_settings(timeout_s=60), min_workers=2,
+                           max_workers=2)
+    executor.start()
+    try:
+        with pytest.raises(WorkerFailedError) as failed:
+            executor.run(mismatch)
+    finally:
+        executor.shutdown()
+    assert re.match(
+        r"hvd\.ray: rank [01] \(worker \w+:[01]\) on node \S+ failed with an error no new "
+        r"round can cure, which ends the job: MismatchError: Mismatched shapes for tensor "
+        r"'grad': rank 0 has \[1\], rank 1 has \[2\]", str(failed.value)), failed.value
+    assert failed.value.rank in (0, 1)
+    assert isinstance(failed.value.cause, ray.exceptions.RayTaskError)
+    said = capfd.readouterr().err
+    assert "round 2" not in said, said
+
+
 def job(out):
     """elastic_train's job on one worker; its rank and node in the last round."""
     import hvd.torch as hvd
@@ -134,39 +170,6 @@ def elastic_train_final(out):
     import json
     with open(os.path.join(out, "final.json")) as f:
         return json.load(f)
-
-
-def mismatch():
-    """jobs/elastic_mismatch.py: ranks that submit different shapes, a bug."""
-    import torch
-
-    import hvd.torch as hvd
-    hvd.init()
-    state = hvd.elastic.ObjectState(hvd.broadcast_object, hvd.rank, step=0)
-
-    @hvd.elastic.run
-    def train(state):
-        hvd.allreduce(torch.zeros(1 + hvd.rank()), name="grad")
-
-    train(state)
-
-
-def test_an_error_no_round_cures_ends_the_job_named(cluster, capfd):
-    executor = RayExecutor(RayExecutor.create_settings(timeout_s=60), min_workers=2,
-                           max_workers=2)
-    executor.start()
-    try:
-        with pytest.raises(WorkerFailedError) as failed:
-            executor.run(mismatch)
-    finally:
-        executor.shutdown()
-    assert re.match(
-        r"hvd\.ray: rank [01] \(worker \w+:[01]\) on node \S+ failed with an error no new "
-        r"round can cure, which ends the job: MismatchError: Mismatched shapes for tensor "
-        r"'grad': rank 0 has \[1\], rank 1 has \[2\]", str(failed.value)), failed.value
-    assert failed.value.rank in (0, 1)
-    assert isinstance(failed.value.cause, ray.exceptions.RayTaskError)
-    assert "round 2" not in capfd.readouterr().err
 
 
 @pytest.mark.parametrize("arguments, text", [

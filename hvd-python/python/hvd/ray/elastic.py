@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 import ray
-from ray.exceptions import RayActorError, RayTaskError
+from ray.exceptions import RayActorError, RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from hvd import _hvd
@@ -147,7 +147,9 @@ class ElasticJob:
             worker = running[ref]
             try:
                 worker.result = ray.get(ref)
-            except (RayActorError, RayTaskError) as e:
+            except RayError as e:
+                # Its function raised (RayTaskError), its actor died or could never be
+                # placed (its node gone first).
                 worker.error = e
             worker.done = True
             index = self.workers.index(worker)
