@@ -165,3 +165,17 @@ def test_horovod_tensorflow_api_errors_names_and_elastic_states(run_job):
     assert_every_rank(out, "TensorFlow's error classes ok", "IndexedSlices refusals ok",
                       "graph: broadcast_global_variables and names ok",
                       "TensorFlow 1 DistributedOptimizer ok", "elastic states ok")
+
+
+def test_keras2_code_trains_under_tf_keras(run_job):
+    if importlib.util.find_spec("tf_keras") is None:
+        why = ("tf_keras (Keras 2) not installed: pip install --no-deps "
+               "'tf_keras==<TensorFlow's major.minor>.*'")
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
+    code, out = run_job("keras2_fit", env={**STALL, "TF_USE_LEGACY_KERAS": "1"})
+    assert code == 0, out
+    assert_every_rank(out, "Keras 2 fit: weights and averaged loss identical on every rank",
+                      "Keras 2 local aggregation ok",
+                      "Keras 2 elastic state and SyncBatchNormalization ok")

@@ -1,5 +1,6 @@
-"""Horovod's Keras API on hvd, for Keras 3: ``import hvd.keras as hvd`` (or Horovod's
-``import hvd.tensorflow.keras as hvd``).
+"""Horovod's Keras API on hvd: ``import hvd.keras as hvd`` (or Horovod's ``import
+hvd.tensorflow.keras as hvd``), on Keras 3, or on Keras 2 (tf_keras) when
+``TF_USE_LEGACY_KERAS=1`` makes it TensorFlow's Keras (``hvd.keras.flavor``).
 
 On Keras's TensorFlow backend the gradients go through ``hvd.tensorflow``, on its torch
 backend through ``hvd.torch``; the JAX backend is refused (hvd has no JAX front).
@@ -9,7 +10,7 @@ backend through ``hvd.torch``; the JAX backend is refused (hvd has no JAX front)
 from hvd.common import *  # noqa: F401,F403
 from hvd.common.objects import allgather_object, broadcast_object  # noqa: F401
 from hvd.keras import callbacks, elastic  # noqa: F401
-from hvd.keras.optimizer import DistributedOptimizer  # noqa: F401
+from hvd.keras.optimizer import DistributedOptimizer, PartialDistributedOptimizer  # noqa: F401
 from hvd.keras.saving import load_model  # noqa: F401
 from hvd.keras.values import allgather, allreduce, broadcast, reducescatter  # noqa: F401
 

@@ -1,7 +1,7 @@
 """The hvd front under Keras's backend: ``hvd.tensorflow`` for TensorFlow, ``hvd.torch``
 for torch. JAX has no hvd front, and is refused with what to set instead."""
 
-import keras
+from hvd.keras.flavor import keras
 
 
 def front():

@@ -1,12 +1,12 @@
 """Horovod's Keras callbacks, on any backend hvd.keras runs on."""
 
-import keras
 import numpy as np
 
 from hvd.common.basics import rank, size
 from hvd.common.process_sets import global_process_set
 from hvd.keras import values
 from hvd.keras.backend import broadcast_variables, variable_key
+from hvd.keras.flavor import keras, optimizer_built, optimizer_variables, to_numpy
 
 
 class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
@@ -34,8 +34,8 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
 
     def _broadcast_optimizer(self):
         optimizer = self.model.optimizer
-        if optimizer is not None and optimizer.built and not self._optimizer_done:
-            broadcast_variables(self._shared(optimizer.variables), self.root_rank,
+        if optimizer is not None and optimizer_built(optimizer) and not self._optimizer_done:
+            broadcast_variables(self._shared(optimizer_variables(optimizer)), self.root_rank,
                                 global_process_set)
             self._optimizer_done = True
 
@@ -98,7 +98,7 @@ class LearningRateScheduleCallback(keras.callbacks.Callback):
         self.current_epoch = None
 
     def _learning_rate(self):
-        return float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
+        return float(to_numpy(self.model.optimizer.learning_rate))
 
     def _adjust(self, epoch):
         optimizer = self.model.optimizer

@@ -2,24 +2,11 @@
 ``KerasState`` (a model, its optimizer and plain values), and the callbacks that keep a
 state's ``batch`` and ``epoch`` current and commit it during ``fit``."""
 
-import keras
-
 from hvd.common.elastic import HostsUpdatedInterrupt, ObjectState, State, run  # noqa: F401
 from hvd.common.objects import broadcast_object
 from hvd.common.process_sets import global_process_set
 from hvd.keras.backend import broadcast_variables
-
-
-def _numpy(variable):
-    return keras.ops.convert_to_numpy(variable)
-
-
-def _optimizer_variables(optimizer):
-    """A Keras optimizer's variables: a property in Keras 3, a method in Keras 2."""
-    if optimizer is None:
-        return []
-    found = optimizer.variables
-    return list(found() if callable(found) else found)
+from hvd.keras.flavor import keras, optimizer_variables, to_numpy
 
 
 class KerasState(ObjectState):
@@ -36,13 +23,13 @@ class KerasState(ObjectState):
         super().__init__(bcast_object=lambda obj, root: broadcast_object(obj, root),
                          **kwargs)
         # Until the first commit, a failure goes back to the values at the start.
-        self._saved_values = [_numpy(v) for v in self._variables()]
+        self._saved_values = [to_numpy(v) for v in self._variables()]
 
     def _variables(self):
-        return list(self.model.variables) + _optimizer_variables(self.optimizer)
+        return list(self.model.variables) + optimizer_variables(self.optimizer)
 
     def save(self):
-        self._saved_values = [_numpy(v) for v in self._variables()]
+        self._saved_values = [to_numpy(v) for v in self._variables()]
         super().save()
 
     def restore(self):
@@ -57,7 +44,7 @@ class KerasState(ObjectState):
         if variables:
             broadcast_variables(variables, root_rank, global_process_set)
         # What the ranks agreed on is what a failure goes back to, as for plain values.
-        self._saved_values = [_numpy(v) for v in variables]
+        self._saved_values = [to_numpy(v) for v in variables]
         super().sync(root_rank)
 
 

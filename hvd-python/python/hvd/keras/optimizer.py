@@ -1,7 +1,7 @@
-"""Horovod's DistributedOptimizer for Keras 3: any Keras optimizer, applying gradients
-combined over the ranks, on Keras's TensorFlow backend (through ``hvd.tensorflow``, one
-call per step inside Keras's compiled train step) or its torch backend (through
-``hvd.torch``).
+"""Horovod's DistributedOptimizer for Keras 3 (Keras 2's is in ``optimizer_keras2``): any
+Keras optimizer, applying gradients combined over the ranks, on Keras's TensorFlow
+backend (through ``hvd.tensorflow``, one call per step inside Keras's compiled train
+step) or its torch backend (through ``hvd.torch``).
 
 The gradients are combined where Keras applies them: in the optimizer's update step,
 just before clipping, so that clipping and weight decay see the combined gradients.
@@ -13,7 +13,7 @@ combine once, on the n-th.
 from hvd.common.gradients import check_groups
 from hvd.common.ops import Average, Sum
 from hvd.common.process_sets import global_process_set
-from hvd.keras import backend
+from hvd.keras import backend, flavor, optimizer_keras2
 
 # One distributed class per optimizer class, so that every DistributedOptimizer of a
 # class is of the same type.
@@ -102,6 +102,14 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
     hvd = backend.front()
     compression = compression or hvd.Compression.none
     groups = check_groups(groups, num_groups, backend.variable_key)
+    if backward_passes_per_step < 1:
+        raise ValueError(f"backward_passes_per_step must be at least 1, not "
+                         f"{backward_passes_per_step}")
+    if flavor.LEGACY:
+        return optimizer_keras2.distribute(
+            type(optimizer).from_config(optimizer.get_config()), name, compression,
+            sparse_as_dense, op, gradient_predivide_factor, backward_passes_per_step,
+            average_aggregated_gradients, groups, process_set, scale_local_gradients)
     config = optimizer.get_config()
     if backward_passes_per_step > 1:
         accumulating = config.get("gradient_accumulation_steps")
@@ -110,10 +118,34 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
                 f"backward_passes_per_step={backward_passes_per_step} is the optimizer's "
                 f"gradient accumulation, which is already {accumulating}: give one of them")
         config["gradient_accumulation_steps"] = backward_passes_per_step
-    elif backward_passes_per_step < 1:
-        raise ValueError(f"backward_passes_per_step must be at least 1, not "
-                         f"{backward_passes_per_step}")
     wrapped = type(optimizer).from_config(config)
     return distribute(wrapped, name, compression, sparse_as_dense, op,
                       gradient_predivide_factor, average_aggregated_gradients, groups,
                       process_set, scale_local_gradients)
+
+
+def PartialDistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
+                                compression=None, sparse_as_dense=False,
+                                gradient_predivide_factor=1.0, op=Average,
+                                backward_passes_per_step=1,
+                                average_aggregated_gradients=False, groups=None,
+                                process_set=global_process_set, local_layers=None,
+                                scale_local_gradients=True):
+    """A DistributedOptimizer whose ``local_layers`` (Keras layers) keep their own
+    gradients (divided by the set's size when ``scale_local_gradients``)."""
+    if local_layers is None:
+        local_layers = []
+    elif hasattr(local_layers, "trainable_weights"):
+        local_layers = [local_layers]
+    if not all(hasattr(layer, "trainable_weights") for layer in local_layers):
+        raise ValueError("All local layers must be Keras layers (with trainable_weights)")
+    distributed = DistributedOptimizer(
+        optimizer, name=name, compression=compression, sparse_as_dense=sparse_as_dense,
+        gradient_predivide_factor=gradient_predivide_factor, op=op,
+        backward_passes_per_step=backward_passes_per_step,
+        average_aggregated_gradients=average_aggregated_gradients, groups=groups,
+        process_set=process_set, scale_local_gradients=scale_local_gradients)
+    for layer in local_layers:
+        for var in layer.trainable_weights:
+            distributed.register_local_var(var)
+    return distributed

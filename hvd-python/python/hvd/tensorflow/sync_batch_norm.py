@@ -1,11 +1,11 @@
 """Horovod's SyncBatchNormalization: Keras batch normalisation whose statistics are
 those of the whole job's batch."""
 
-import keras
 import tensorflow as tf
 
 from hvd.common.basics import size
 from hvd.common.ops import Sum
+from hvd.keras.flavor import LEGACY, keras
 from hvd.tensorflow.mpi_ops import allreduce
 
 
@@ -35,17 +35,43 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
                              f"tensorflow backend, not {keras.backend.backend()}")
         super().__init__(**kwargs)
 
-    def _moments(self, inputs, mask):
+    def _moments(self, inputs, *args, **kwargs):
+        # Keras 3 asks for (inputs, mask), Keras 2 for (inputs, reduction_axes, keep_dims).
+        if LEGACY:
+            return self._job_moments_keras2(inputs, *args, **kwargs)
+        return self._job_moments(inputs, *args, **kwargs)
+
+    def _job_moments(self, inputs, mask):
         if size() == 1:
             return super()._moments(inputs, mask)
         x = tf.cast(inputs, tf.float64)
-        ones = tf.ones_like(x) if mask is None else tf.cast(
-            tf.broadcast_to(tf.expand_dims(mask, -1), tf.shape(x)), tf.float64)
-        counts = tf.reduce_sum(ones, self._reduction_axes)
-        sums = tf.reduce_sum(x * ones, self._reduction_axes)
-        squares = tf.reduce_sum(x * x * ones, self._reduction_axes)
-        total = allreduce(tf.stack([counts, sums, squares]), op=Sum)
-        mean = total[1] / total[0]
-        variance = tf.maximum(total[2] / total[0] - mean * mean, 0.0)
+        mean, variance = _job_statistics(x, _ones(x, mask), self._reduction_axes, False)
         # Keras has already widened 16-bit inputs to float32.
         return tf.cast(mean, inputs.dtype), tf.cast(variance, inputs.dtype)
+
+    def _job_moments_keras2(self, inputs, reduction_axes, keep_dims, mask=None):
+        if size() == 1:
+            return super()._moments(inputs, reduction_axes, keep_dims=keep_dims, mask=mask)
+        x = tf.cast(inputs, tf.float64)
+        mean, variance = _job_statistics(x, _ones(x, mask), reduction_axes, keep_dims)
+        return tf.cast(mean, inputs.dtype), tf.cast(variance, inputs.dtype)
+
+
+def _ones(x, mask):
+    """1 where an element of ``x`` counts, 0 where ``mask`` (over all but the channels)
+    leaves it out."""
+    if mask is None:
+        return tf.ones_like(x)
+    return tf.cast(tf.broadcast_to(tf.expand_dims(mask, -1), tf.shape(x)), tf.float64)
+
+
+def _job_statistics(x, ones, axes, keep_dims):
+    """The mean and variance over ``axes`` of every rank's ``x`` together (elements where
+    ``ones`` is 0 left out), from one allreduce of the counts, sums and sums of
+    squares."""
+    counts = tf.reduce_sum(ones, axes, keepdims=keep_dims)
+    sums = tf.reduce_sum(x * ones, axes, keepdims=keep_dims)
+    squares = tf.reduce_sum(x * x * ones, axes, keepdims=keep_dims)
+    total = allreduce(tf.stack([counts, sums, squares]), op=Sum)
+    mean = total[1] / total[0]
+    return mean, tf.maximum(total[2] / total[0] - mean * mean, 0.0)
