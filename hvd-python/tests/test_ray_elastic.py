@@ -3,8 +3,9 @@ two worker nodes of 2 CPUs): the elastic PyTorch job hvdrun's elastic tests run
 (jobs/elastic_train.py), with one node killed and another added mid-job. The job must
 finish with every example exactly once per epoch and the weights the same job reaches in
 one process, the dead node named and kept out, the new node's workers in the last round,
-and no worker left. An error no new round cures (a mismatch) ends the job, named. Also
-the elastic arguments RayExecutor refuses, with the reason."""
+and no worker left. An error no new round cures (a mismatch) ends the job, named; too
+few slots for min_workers end it after elastic_timeout, naming every node. Also the
+elastic arguments RayExecutor refuses, with the reason."""
 
 import os
 import re
@@ -79,6 +80,26 @@ def test_an_error_no_round_cures_ends_the_job_named(cluster, capfd):
     assert isinstance(failed.value.cause, ray.exceptions.RayTaskError)
     said = capfd.readouterr().err
     assert "round 2" not in said, said
+
+
+def test_too_few_slots_for_min_workers_fail_naming_every_node(cluster):
+    # Two nodes of two slots, and no round of five can form.
+    executor = RayExecutor(RayExecutor.create_settings(timeout_s=60), min_workers=5,
+                           elastic_timeout=2)
+    executor.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(TimeoutError) as failed:
+            executor.run(mismatch)
+    finally:
+        executor.shutdown()
+    assert time.monotonic() - started < 30
+    head, *listed = str(failed.value).split("\n")
+    assert head == ("hvd.ray: only 4 worker(s) were available for 2s, fewer than "
+                    "min_workers 5; Ray's nodes:"), failed.value
+    assert sorted(listed) == sorted(
+        f"  {n.node_id[:12]} ({n.node_ip_address}): 2 slot(s), 2 worker(s) running"
+        for n in cluster.worker_nodes), failed.value
 
 
 def job(out):
