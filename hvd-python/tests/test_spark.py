@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-INSTALL = "pip install pyspark==4.3.0 (and Java 17: apt-get install openjdk-17-jre-headless)"
+INSTALL = ("pip install pyspark==4.3.0, and Java 17: "
+           "apt-get install openjdk-17-jre-headless")
 
 
 def need_spark():
