@@ -7,11 +7,11 @@ from typing import Optional, Set
 
 import ray
 
-from hvd.ray import placement
 from hvd.ray.elastic import ElasticJob, ElasticSettings
 from hvd.ray.failure import gather
 from hvd.ray.strategy import Placement
 from hvd.ray.worker import Worker
+from hvd.runner import placement
 
 _ELASTIC = ("min_workers", "max_workers", "reset_limit", "cooldown_range",
             "elastic_timeout", "override_discovery")

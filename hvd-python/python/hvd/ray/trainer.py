@@ -10,7 +10,7 @@ import ray
 from ray.train.backend import Backend, BackendConfig
 from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
-from hvd.ray import placement
+from hvd.runner import placement
 
 
 @dataclass

@@ -7,7 +7,7 @@ import socket
 import ray
 
 from hvd.common import basics
-from hvd.ray import placement
+from hvd.runner import placement
 
 
 class Worker:

@@ -7,7 +7,7 @@ same variables, numbered host by host, rank 0 serving the job's store). The proc
 import os
 import secrets
 
-from hvd.ray import placement
+from hvd.runner import placement
 
 
 def run(fn, args=(), kwargs=None, num_proc=None, start_timeout=None, env=None, nics=None,

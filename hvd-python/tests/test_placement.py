@@ -1,9 +1,10 @@
-"""hvd.ray's placement, without Ray: how workers on nodes become ranks with hvdrun's
-variables, and what the ranks of one job share."""
+"""The placement of the ranks Ray and Spark start (hvd.runner.placement), without
+either: how workers on nodes become ranks with hvdrun's variables, and what the ranks of
+one job share."""
 
 import pytest
 
-from hvd.ray import placement
+from hvd.runner import placement
 
 
 def test_workers_are_numbered_node_by_node_in_the_order_nodes_first_appear():

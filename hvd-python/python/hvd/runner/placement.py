@@ -1,6 +1,7 @@
-"""Where each rank of a job on Ray stands, and the launcher variables that tell it: the
-same ``HVD_*``/``HOROVOD_*`` variables hvdrun gives its ranks, so that a rank under Ray
-is a rank under hvdrun. Plain Python, no Ray: the executor and the trainer both use it."""
+"""Where each rank of a job another engine starts (Ray, Spark) stands, and the launcher
+variables that tell it: the same ``HVD_*``/``HOROVOD_*`` variables hvdrun gives its
+ranks, so that a rank under Ray or Spark is a rank under hvdrun. Plain Python: Ray's
+executor and trainer and ``hvd.spark.run`` all use it."""
 
 import os
 import secrets
