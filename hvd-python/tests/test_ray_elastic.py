@@ -140,7 +140,7 @@ def test_a_node_killed_and_one_added_mid_job_lose_and_repeat_no_example(
     executor = RayExecutor(RayExecutor.create_settings(timeout_s=60), min_workers=2,
                            max_workers=4, elastic_timeout=60)
     executor.start(extra_env_vars={
-        "ELASTIC_OUT": out, "ELASTIC_STEP_MS": "1000",
+        "ELASTIC_OUT": out, "ELASTIC_STEP_MS": "2000",
         "ELASTIC_SLOW_UNTIL": os.path.join(out, "fast"), "HVD_TIMEOUT": "5"})
     outcome = {}
 
