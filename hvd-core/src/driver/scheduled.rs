@@ -245,13 +245,14 @@ impl<T: Transport> Collective for Scheduled<T> {
         self.run(op, input.name(), no_reduction(), &mut layout, |layout| {
             let own = outgoing[rank].start - output_len..outgoing[rank].end - output_len;
             layout.write(incoming[rank].start, &source[own])?;
-            let (outgoing, incoming, chunk) = (&outgoing, &incoming, self.chunk());
-            Ok(Some(Box::new(match self.algorithm(op, source.len()) {
-                Algorithm::Linear => {
-                    exchange::alltoall_linear(rank, size, outgoing, incoming, layout, chunk)
-                }
-                _ => exchange::alltoall(rank, size, outgoing, incoming, layout, chunk),
-            })))
+            Ok(Some(Box::new(exchange::alltoall(
+                rank,
+                size,
+                &outgoing,
+                &incoming,
+                layout,
+                self.chunk(),
+            ))))
         })
     }
 

@@ -39,8 +39,11 @@ impl Tree {
         } else {
             vec![]
         };
-        let k = layout.len().div_ceil(chunk_bytes.max(1)).max(1);
-        Tree::new(parent, children, layout.split(0..layout.len(), k))
+        Tree::new(
+            parent,
+            children,
+            layout.frames(0..layout.len(), chunk_bytes),
+        )
     }
 
     /// A binomial tree rooted at `root`, the whole message as one frame.
@@ -75,8 +78,11 @@ impl Tree {
         } else {
             (Some(root), vec![])
         };
-        let k = layout.len().div_ceil(chunk_bytes.max(1)).max(1);
-        Tree::new(parent, children, layout.split(0..layout.len(), k))
+        Tree::new(
+            parent,
+            children,
+            layout.frames(0..layout.len(), chunk_bytes),
+        )
     }
 
     fn new(parent: Option<usize>, children: Vec<usize>, chunks: Vec<Range<usize>>) -> Tree {

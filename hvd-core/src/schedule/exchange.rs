@@ -38,30 +38,6 @@ pub fn alltoall(
     Phases::new(size, phases)
 }
 
-/// [`alltoall`] with every step in one round: all peers' frames move at once, with no
-/// rank waiting for a step to end before the next begins.
-pub fn alltoall_linear(
-    rank: usize,
-    size: usize,
-    outgoing: &[Range<usize>],
-    incoming: &[Range<usize>],
-    layout: &Layout<'_>,
-    chunk_bytes: usize,
-) -> Phases {
-    let phase = (1..size).fold(Phase::new(), |phase, distance| {
-        phase.and(alltoall_step(
-            rank,
-            size,
-            distance,
-            outgoing,
-            incoming,
-            layout,
-            chunk_bytes,
-        ))
-    });
-    Phases::new(size, vec![phase])
-}
-
 /// Step `distance` of an alltoall: to `rank + distance`, from `rank - distance`.
 fn alltoall_step(
     rank: usize,
@@ -72,12 +48,7 @@ fn alltoall_step(
     layout: &Layout<'_>,
     chunk_bytes: usize,
 ) -> Phase {
-    let chunks = |range: &Range<usize>| {
-        layout.split(
-            range.clone(),
-            range.len().div_ceil(chunk_bytes.max(1)).max(1),
-        )
-    };
+    let chunks = |range: &Range<usize>| layout.frames(range.clone(), chunk_bytes);
     let to = (rank + distance) % size;
     let from = (rank + size - distance) % size;
     let mut phase = Phase::new();
@@ -186,55 +157,6 @@ mod tests {
             "then both segments it holds"
         );
         assert_eq!(plan.next_recv(0).map(|r| r.range), Some(0..3));
-    }
-
-    #[test]
-    fn alltoall_delivers_when_ranks_mix_linear_and_pairwise_rounds() {
-        // Rank r sends (p + 1) * (r + 1) bytes of value 10 r + p to rank p, so counts
-        // differ between ranks (an alltoallv), in frames of 3 bytes.
-        let size = 4;
-        let count = |from: usize, to: usize| (to + 1) * (from + 1);
-        let mut buffers: Vec<Vec<u8>> = Vec::new();
-        let mut ranges = Vec::new();
-        for r in 0..size {
-            let received: Vec<usize> = (0..size).map(|p| count(p, r)).collect();
-            let sent: Vec<usize> = (0..size).map(|p| count(r, p)).collect();
-            let incoming = crate::schedule::blocks(0, &received, 1);
-            let outgoing = crate::schedule::blocks(incoming[size - 1].end, &sent, 1);
-            let mut buffer = vec![0u8; outgoing[size - 1].end];
-            for p in 0..size {
-                buffer[outgoing[p].clone()].fill((10 * r + p) as u8);
-            }
-            buffers.push(buffer);
-            ranges.push((outgoing, incoming));
-        }
-        let mut layouts = crate::schedule::simulate::byte_layouts(&mut buffers);
-        let mut plans: Vec<Box<dyn Schedule>> = (0..size)
-            .map(|r| {
-                let (outgoing, incoming) = &ranges[r];
-                let plan = if r % 2 == 0 {
-                    alltoall_linear(r, size, outgoing, incoming, &layouts[r], 3)
-                } else {
-                    alltoall(r, size, outgoing, incoming, &layouts[r], 3)
-                };
-                Box::new(plan) as Box<dyn Schedule>
-            })
-            .collect();
-        let sum = crate::Reduction::new(crate::ReduceOp::Sum);
-        crate::schedule::simulate::run(&mut plans, &mut layouts, sum);
-        drop(layouts);
-        for (r, buffer) in buffers.iter().enumerate() {
-            let incoming = &ranges[r].1;
-            // A rank's own block is the caller's to copy.
-            for p in (0..size).filter(|p| *p != r) {
-                let expected = vec![(10 * p + r) as u8; count(p, r)];
-                assert_eq!(
-                    &buffer[incoming[p].clone()],
-                    &expected[..],
-                    "rank {r} from {p}"
-                );
-            }
-        }
     }
 
     #[test]

@@ -20,12 +20,7 @@ use super::{Action, Recv};
 /// `chunk_bytes`; `size` must be a power of two.
 pub fn allreduce(rank: usize, size: usize, layout: &Layout<'_>, chunk_bytes: usize) -> Phases {
     debug_assert!(size.is_power_of_two(), "halving needs a power of two");
-    let chunks = |range: &Range<usize>| {
-        layout.split(
-            range.clone(),
-            range.len().div_ceil(chunk_bytes.max(1)).max(1),
-        )
-    };
+    let chunks = |range: &Range<usize>| layout.frames(range.clone(), chunk_bytes);
     let mut own = 0..layout.len();
     let mut given = Vec::new();
     let mut phases = Vec::new();

@@ -110,6 +110,13 @@ impl<'a> Layout<'a> {
         }
     }
 
+    /// Splits `range` into the fewest frames of at most about `chunk_bytes` (nearly equal,
+    /// cut between elements): at least one, empty for an empty range.
+    pub fn frames(&self, range: Range<usize>, chunk_bytes: usize) -> Vec<Range<usize>> {
+        let parts = range.len().div_ceil(chunk_bytes.max(1)).max(1);
+        self.split(range, parts)
+    }
+
     /// Splits `range` into `parts` consecutive ranges of nearly equal size, cut between
     /// elements. Some parts may be empty.
     pub fn split(&self, range: Range<usize>, parts: usize) -> Vec<Range<usize>> {

@@ -50,14 +50,6 @@ impl Phase {
         self
     }
 
-    /// This phase with `other`'s transfers too (whose `then` must be nothing).
-    pub fn and(mut self, other: Phase) -> Self {
-        debug_assert_eq!(other.then, Then::Nothing, "merged phases run nothing after");
-        self.sends.extend(other.sends);
-        self.recvs.extend(other.recvs);
-        self
-    }
-
     pub fn then(mut self, then: Then) -> Self {
         self.then = then;
         self
