@@ -1,5 +1,8 @@
 //! [`Abort`]: what a failing rank tells the others.
 
+use super::Call;
+use crate::Error;
+
 /// What a rank whose call failed tells the other ranks, so that ranks waiting on someone
 /// else than the culprit fail at once naming it, instead of timing out on a healthy
 /// neighbour.
@@ -26,6 +29,18 @@ impl Abort {
         out.extend_from_slice(&(self.reporter as u32).to_le_bytes());
         out.extend_from_slice(&self.cause.as_bytes()[..end]);
         out
+    }
+
+    /// The error of a rank that hears this abort during `call`: it lost the culprit, in
+    /// the reporter's words.
+    pub fn error(&self, call: &Call<'_>) -> Error {
+        Error::PeerLost {
+            rank: call.rank,
+            peer: self.culprit,
+            op: call.op.name(),
+            tensor: call.tensor.to_owned(),
+            cause: format!("reported by rank {}: {}", self.reporter, self.cause),
+        }
     }
 
     /// Reads what [`encode`](Self::encode) wrote; `None` when the bytes are too short to
@@ -63,5 +78,28 @@ mod tests {
         let cut = Abort::decode(&long.encode(5)).unwrap();
         assert_eq!(cut.cause, "éé");
         assert_eq!(Abort::decode(&[1, 0, 0, 0, 2, 0, 0]), None);
+    }
+
+    #[test]
+    fn a_rank_that_hears_an_abort_lost_the_culprit_as_the_reporter_saw() {
+        let abort = Abort {
+            culprit: 2,
+            reporter: 1,
+            cause: "connection reset".into(),
+        };
+        let call = Call {
+            rank: 0,
+            ranks: 3,
+            op: crate::OpKind::Allreduce,
+            tensor: "grad",
+            seq: 1,
+            reduction: crate::Reduction::new(crate::ReduceOp::Sum),
+        };
+        let error = abort.error(&call);
+        assert_eq!(
+            error.to_string(),
+            "rank 0: lost rank 2 during allreduce of tensor 'grad': reported by rank 1: connection reset"
+        );
+        assert_eq!(error.lost_peer(), Some(2));
     }
 }

@@ -6,6 +6,8 @@
 //!   the transport's own state, the call sequence, the count of splits, and the failure
 //!   that ended the group (every later call returns it);
 //! - [`Abort`]: what a failing rank tells the others, in one encoding;
+//! - [`blame`]: naming the rank to blame when a call fails or goes silent, the same way
+//!   for every transport and the launcher;
 //! - [`subgroup_prefix`]: the store namespace of a sub-group, fingerprinted by its
 //!   members, and [`check_rank`];
 //! - [`Scheduled`]: a complete [`Collective`](crate::Collective) over a [`Transport`]'s
@@ -15,6 +17,7 @@
 //!   `Scheduled` transports; a new one implements [`Transport`] and [`Engine`] only.
 
 mod abort;
+pub mod blame;
 mod call;
 mod group;
 mod scheduled;
