@@ -61,13 +61,7 @@ impl Fault {
         Fault {
             culprit: abort.culprit,
             reporter: abort.reporter,
-            error: Error::PeerLost {
-                rank: call.rank,
-                peer: abort.culprit,
-                op: call.op.name(),
-                tensor: call.tensor.to_owned(),
-                cause: format!("reported by rank {}: {}", abort.reporter, abort.cause),
-            },
+            error: abort.error(call),
             cause: abort.cause,
             suspected: false,
         }

@@ -5,14 +5,12 @@
 //! short grace: the chain ends at the rank that posts nothing, and every survivor names
 //! that one.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use hvd_core::driver::blame::{self, Chain, Look};
 use hvd_core::{Error, Store};
 
 use crate::fault::{Call, Fault};
-
-/// How often the chain is read again during the grace.
-const REREAD: Duration = Duration::from_millis(20);
 
 /// How long a rank that timed out waits for the others' posts: the ranks of a stalled
 /// group time out within a few milliseconds of each other, and a second or two more
@@ -23,37 +21,6 @@ pub(crate) fn grace(op_timeout: Duration) -> Duration {
 
 fn waiting_key(prefix: &str, rank: usize) -> String {
     format!("{prefix}/waiting/{rank}")
-}
-
-/// Where the chain of waits that starts at `first` ends.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Chain {
-    /// At a rank that posted nothing: the silent one. `via` are the ranks in between,
-    /// each waiting for the next.
-    Silent { via: Vec<usize>, silent: usize },
-    /// Back at a rank already on it: ranks waiting for each other.
-    Cycle(Vec<usize>),
-}
-
-/// Follows the posts from `first` (the rank `me` waits for).
-fn follow(store: &dyn Store, prefix: &str, me: usize, first: usize, size: usize) -> Chain {
-    let mut path = vec![first];
-    let mut at = first;
-    while let Some(next) = posted(store, prefix, at).filter(|n| *n < size) {
-        if next == me || path.contains(&next) {
-            path.push(next);
-            return Chain::Cycle(path);
-        }
-        path.push(next);
-        at = next;
-    }
-    let silent = path.pop().unwrap_or(first);
-    Chain::Silent { via: path, silent }
-}
-
-fn posted(store: &dyn Store, prefix: &str, rank: usize) -> Option<usize> {
-    let bytes = store.try_get(&waiting_key(prefix, rank)).ok()??;
-    std::str::from_utf8(&bytes).ok()?.parse().ok()
 }
 
 /// The fault to report for a timeout: the same when the culprit is certain, else the
@@ -69,10 +36,7 @@ pub(crate) fn find_silent(
     if !fault.suspected {
         return fault;
     }
-    let posted = store.set(
-        &waiting_key(prefix, call.rank),
-        fault.culprit.to_string().as_bytes(),
-    );
+    let posted = blame::post_rank(store, &waiting_key(prefix, call.rank), fault.culprit);
     if let Err(e) = posted {
         tracing::debug!(
             rank = call.rank,
@@ -80,21 +44,27 @@ pub(crate) fn find_silent(
         );
         return fault;
     }
-    let deadline = Instant::now() + grace;
-    let chain = loop {
-        let chain = follow(store, prefix, call.rank, fault.culprit, call.ranks);
-        if matches!(chain, Chain::Cycle(_)) || Instant::now() >= deadline {
-            break chain;
+    let chain = blame::settle(grace, || {
+        let chain = blame::follow(call.rank, call.ranks, |r| match r == call.rank {
+            true => Some(fault.culprit),
+            false => blame::posted_rank(store, &waiting_key(prefix, r)),
+        });
+        match chain.is_cycle() {
+            true => Look::Decided(chain),
+            false => Look::Open(chain),
         }
-        std::thread::sleep(REREAD);
-    };
+    });
     blame(call, fault, chain, waited)
 }
 
+/// The fault for the chain of waits that starts at this rank.
 fn blame(call: &Call<'_>, fault: Fault, chain: Chain, waited: Duration) -> Fault {
-    match chain {
-        Chain::Silent { via, .. } if via.is_empty() => fault,
-        Chain::Silent { via, silent } => {
+    // The ranks between this one and the end, each waiting for the next.
+    let via = chain.path.get(1..chain.path.len() - 1).unwrap_or_default();
+    match chain.closed_by {
+        None if via.is_empty() => fault,
+        None => {
+            let silent = chain.end();
             let mut steps = vec![format!("rank {} waits for rank {}", call.rank, via[0])];
             for pair in via.windows(2) {
                 steps.push(format!("rank {} for rank {}", pair[0], pair[1]));
@@ -112,10 +82,9 @@ fn blame(call: &Call<'_>, fault: Fault, chain: Chain, waited: Duration) -> Fault
                 suspected: false,
             }
         }
-        Chain::Cycle(path) => {
-            let mut ranks = vec![call.rank];
-            ranks.extend(&path);
-            let steps: Vec<String> = ranks.iter().map(|r| format!("rank {r}")).collect();
+        Some(closed_by) => {
+            let ranks = chain.path.iter().chain([&closed_by]);
+            let steps: Vec<String> = ranks.map(|r| format!("rank {r}")).collect();
             Fault {
                 error: Error::Timeout {
                     rank: call.rank,
