@@ -25,6 +25,7 @@
 //! - [`Error`]: the one error type;
 //! - [`env`](mod@env): `HVD_*` variables, with Horovod's `HOROVOD_*` names as aliases, read the
 //!   same way by every crate; [`rng`]: the seeded generator every rank draws alike;
+//!   [`sampler`]: the order in which a job visits its dataset, alike on every rank;
 //! - [`schedule`]: the collective algorithms (ring, recursive doubling, halving and
 //!   doubling, pairwise exchange, trees, barrier) as sans-IO state machines that any
 //!   transport's I/O engine can drive;
@@ -90,6 +91,7 @@ pub mod operation;
 pub mod process;
 pub mod reference;
 pub mod rng;
+pub mod sampler;
 pub mod schedule;
 pub mod store;
 pub mod summary;

@@ -4,7 +4,7 @@
 use hvd_core::{Error, Result};
 
 use crate::ProcessSet;
-use hvd_core::rng::SplitMix64;
+use hvd_core::sampler::epoch_order;
 
 /// Splits the indices `0..len` of a dataset between the ranks of a job, like PyTorch's
 /// `DistributedSampler` that Horovod uses.
@@ -102,19 +102,6 @@ impl DistributedSampler {
             .map(|position| order[position % self.len])
             .collect()
     }
-}
-
-/// The order in which epoch `epoch` visits `0..len`: shuffled from `seed + epoch` (the
-/// same permutation on every rank), or as it is without a seed.
-pub(crate) fn epoch_order(len: usize, seed: Option<u64>, epoch: u64) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..len).collect();
-    if let Some(seed) = seed {
-        let mut rng = SplitMix64::new(seed.wrapping_add(epoch));
-        for i in (1..order.len()).rev() {
-            order.swap(i, rng.below(i as u64 + 1) as usize);
-        }
-    }
-    order
 }
 
 #[cfg(test)]

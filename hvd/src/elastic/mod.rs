@@ -44,7 +44,6 @@
 //! ```
 
 mod context;
-mod sampler;
 mod state;
 mod worker;
 
@@ -54,7 +53,7 @@ use hvd_core::{Error, Result};
 use hvd_rendezvous::elastic::{Leaving, NextRound};
 
 pub use context::{Context, newest_root};
-pub use sampler::ElasticSampler;
+pub use hvd_core::sampler::ElasticSampler;
 pub use state::{State, TensorState};
 
 use crate::Builder;

@@ -149,6 +149,17 @@ impl TensorState {
     }
 }
 
+/// The elastic sampler (from hvd-core) keeps its place in the job's state.
+impl hvd_core::sampler::CounterStore for TensorState {
+    fn set_u64s(&mut self, name: &str, values: &[u64]) {
+        TensorState::set_u64s(self, name, values);
+    }
+
+    fn get_u64s(&self, name: &str) -> Option<Vec<u64>> {
+        TensorState::get_u64s(self, name)
+    }
+}
+
 fn dtype_code(dtype: DType) -> u8 {
     DType::ALL.iter().position(|d| *d == dtype).unwrap_or(0) as u8
 }

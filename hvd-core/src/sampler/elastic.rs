@@ -2,8 +2,16 @@
 
 use std::ops::Range;
 
-use super::TensorState;
-use crate::sampler::epoch_order;
+use super::epoch_order;
+
+/// Where a job keeps the counters that its commits save and its rollbacks restore (the
+/// facade's `hvd::elastic::TensorState`).
+pub trait CounterStore {
+    /// Sets `name` to `values`.
+    fn set_u64s(&mut self, name: &str, values: &[u64]);
+    /// The counters of `name`, if set.
+    fn get_u64s(&self, name: &str) -> Option<Vec<u64>>;
+}
 
 /// Which examples each rank trains on in an elastic job, where the number of ranks
 /// changes between rounds.
@@ -15,8 +23,8 @@ use crate::sampler::epoch_order;
 /// part of the job's committed state, so after a failure the job goes back to exactly
 /// the positions it had committed, and after a resize it goes on from there: every
 /// example is seen once per epoch, none is padded in or skipped. The last batch of an
-/// epoch holds what is left; a rank whose share is empty should
-/// [`join`](crate::ProcessSet::join) rather than skip the step's collectives.
+/// epoch holds what is left; a rank whose share is empty should join (`hvd`'s
+/// `ProcessSet::join`) rather than skip the step's collectives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ElasticSampler {
     len: usize,
@@ -75,6 +83,26 @@ impl ElasticSampler {
         self.consumed >= self.len
     }
 
+    /// The seed of the epoch's shuffle (`None`: the dataset's order).
+    pub fn shuffle_seed(&self) -> Option<u64> {
+        self.seed
+    }
+
+    /// How many examples the sampler walks per epoch.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the dataset is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// How many examples a step takes, across all ranks.
+    pub fn global_batch(&self) -> usize {
+        self.global_batch
+    }
+
     /// The positions of the permutation the next step takes.
     fn next_positions(&self) -> Range<usize> {
         let end = self.len.min(self.consumed + self.global_batch);
@@ -83,14 +111,35 @@ impl ElasticSampler {
 
     /// Every example of the next step, in rank order of the shares.
     pub fn next_global_batch(&self) -> &[usize] {
-        &self.order[self.next_positions()]
+        self.global_batch_ahead(0)
     }
 
     /// Rank `rank` of `size`'s share of the next step: a contiguous part of the global
     /// batch, the first ranks taking one more when it does not divide evenly; empty for
     /// some ranks in the epoch's last, short batch.
     pub fn next_batch(&self, rank: usize, size: usize) -> &[usize] {
-        let batch = self.next_global_batch();
+        self.batch_ahead(0, rank, size)
+    }
+
+    /// How many steps are left in the epoch, the next one included.
+    pub fn steps_left(&self) -> usize {
+        (self.len - self.consumed.min(self.len)).div_ceil(self.global_batch)
+    }
+
+    /// The global batch `ahead` steps after the next one (empty past the epoch's end), for
+    /// a loader that prepares steps before the job reaches them.
+    pub fn global_batch_ahead(&self, ahead: usize) -> &[usize] {
+        let start = ahead
+            .checked_mul(self.global_batch)
+            .and_then(|skip| skip.checked_add(self.consumed))
+            .map_or(self.len, |start| start.min(self.len));
+        &self.order[start..self.len.min(start.saturating_add(self.global_batch))]
+    }
+
+    /// Rank `rank` of `size`'s share of the step `ahead` steps after the next one, cut
+    /// like [`next_batch`](Self::next_batch).
+    pub fn batch_ahead(&self, ahead: usize, rank: usize, size: usize) -> &[usize] {
+        let batch = self.global_batch_ahead(ahead);
         let (base, extra) = (batch.len() / size.max(1), batch.len() % size.max(1));
         let start = rank * base + rank.min(extra);
         let len = base + usize::from(rank < extra);
@@ -103,13 +152,13 @@ impl ElasticSampler {
     }
 
     /// Keeps the sampler's place in `state` under `name`.
-    pub fn save_to(&self, state: &mut TensorState, name: &str) {
+    pub fn save_to(&self, state: &mut (impl CounterStore + ?Sized), name: &str) {
         state.set_u64s(name, &self.to_words());
     }
 
     /// Goes to the place kept in `state` under `name`; stays where it is if there is
     /// none (a job's first round).
-    pub fn load_from(&mut self, state: &TensorState, name: &str) {
+    pub fn load_from(&mut self, state: &(impl CounterStore + ?Sized), name: &str) {
         if let Some([epoch, consumed]) = state.get_u64s(name).as_deref() {
             self.set_words([*epoch, *consumed]);
         }
@@ -176,6 +225,29 @@ mod tests {
         }
         assert_eq!(seen.len(), 103);
         assert_eq!(seen.iter().copied().collect::<BTreeSet<_>>().len(), 103);
+    }
+
+    #[test]
+    fn steps_ahead_are_the_steps_the_sampler_reaches_by_advancing() {
+        let sampler = ElasticSampler::new(23, 5).seed(Some(4));
+        assert_eq!(sampler.steps_left(), 5);
+        let mut walker = sampler.clone();
+        for ahead in 0..5 {
+            assert_eq!(
+                sampler.global_batch_ahead(ahead),
+                walker.next_global_batch()
+            );
+            for rank in 0..3 {
+                assert_eq!(
+                    sampler.batch_ahead(ahead, rank, 3),
+                    walker.next_batch(rank, 3)
+                );
+            }
+            walker.advance();
+            assert_eq!(walker.steps_left(), 4 - ahead);
+        }
+        assert!(sampler.global_batch_ahead(5).is_empty());
+        assert!(sampler.global_batch_ahead(usize::MAX).is_empty());
     }
 
     #[test]

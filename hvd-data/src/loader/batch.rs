@@ -1,0 +1,95 @@
+//! A batch as the loader hands it over: a buffer the decode threads filled, on loan to
+//! the training loop until it is dropped, then filled again.
+
+use super::queue::Queue;
+
+/// One buffer's contents; the loader keeps a fixed set of them and reuses them.
+#[derive(Debug, Default)]
+pub(crate) struct BatchBuffer {
+    pub step: usize,
+    pub images: Vec<f32>,
+    pub labels: Vec<i64>,
+    pub indices: Vec<usize>,
+    pub skipped: usize,
+}
+
+impl BatchBuffer {
+    /// Empties the buffer for `step`, keeping room for `samples` of `sample_len` floats so
+    /// that filling it allocates nothing.
+    pub fn reset(&mut self, step: usize, samples: usize, sample_len: usize) {
+        self.step = step;
+        self.images.clear();
+        self.images.reserve(samples * sample_len);
+        self.labels.clear();
+        self.labels.reserve(samples);
+        self.indices.clear();
+        self.indices.reserve(samples);
+        self.skipped = 0;
+    }
+}
+
+/// This rank's share of one step: `len()` images as one `len × 3 × size × size` block
+/// of `f32`s (NCHW) and their labels. Dropping it gives its buffer back to the loader.
+#[derive(Debug)]
+pub struct Batch<'e> {
+    pub(crate) buffer: Option<BatchBuffer>,
+    pub(crate) queue: &'e Queue,
+    pub(crate) side: usize,
+}
+
+impl Batch<'_> {
+    fn buffer(&self) -> &BatchBuffer {
+        self.buffer
+            .as_ref()
+            .expect("a batch holds its buffer until dropped")
+    }
+
+    /// Which step of the epoch's remaining steps this is (0 for the first batch the epoch
+    /// handed over).
+    pub fn step(&self) -> usize {
+        self.buffer().step
+    }
+
+    /// How many images the batch holds (fewer than the share when samples were skipped).
+    pub fn len(&self) -> usize {
+        self.buffer().labels.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// `[len, 3, size, size]`.
+    pub fn shape(&self) -> [usize; 4] {
+        [self.len(), 3, self.side, self.side]
+    }
+
+    /// The images, NCHW, normalised.
+    pub fn images(&self) -> &[f32] {
+        &self.buffer().images
+    }
+
+    /// Each image's class.
+    pub fn labels(&self) -> &[i64] {
+        &self.buffer().labels
+    }
+
+    /// Each image's sample number in the source.
+    pub fn indices(&self) -> &[usize] {
+        &self.buffer().indices
+    }
+
+    /// How many of the step's samples were bad and skipped (only with
+    /// [`LoaderOptions::skip_bad`](super::LoaderOptions::skip_bad)).
+    pub fn skipped(&self) -> usize {
+        self.buffer().skipped
+    }
+}
+
+impl Drop for Batch<'_> {
+    fn drop(&mut self) {
+        if let Some(buffer) = self.buffer.take() {
+            self.queue.give_back(buffer);
+        }
+    }
+}

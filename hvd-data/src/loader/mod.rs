@@ -1,0 +1,236 @@
+//! The loader: a pool of decode threads that prepares this rank's next batches while the
+//! training loop runs the current one, and hands them over in order.
+
+mod batch;
+mod queue;
+mod worker;
+
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use hvd_core::sampler::ElasticSampler;
+
+pub use batch::Batch;
+use batch::BatchBuffer;
+use queue::Queue;
+use worker::Job;
+
+use crate::augment::Augment;
+use crate::source::Source;
+use crate::{Error, Result};
+
+/// How the loader runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoaderOptions {
+    /// Decode threads. With several ranks on one host, give each its share of the cores.
+    pub threads: usize,
+    /// Batches prepared ahead of the one the training loop holds.
+    pub prefetch: usize,
+    /// The seed of the augmentation (the order comes from the sampler's seed).
+    pub seed: u64,
+    /// Skip (and count) samples that cannot be read or decoded, instead of failing the
+    /// step with an error that names them.
+    pub skip_bad: bool,
+    /// The longest wait for one batch before [`Error::Timeout`].
+    pub timeout: Duration,
+}
+
+impl Default for LoaderOptions {
+    fn default() -> Self {
+        LoaderOptions {
+            threads: thread::available_parallelism().map_or(1, usize::from),
+            prefetch: 2,
+            seed: 0,
+            skip_bad: false,
+            timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Decodes and augments a [`Source`]'s images into batches for one rank.
+///
+/// Which samples a rank gets comes from an [`ElasticSampler`] that every rank holds
+/// alike: [`epoch`](Self::epoch) starts from the sampler's place, so after a resize or
+/// a rollback to the last commit, a new `Epoch` from the restored sampler goes on exactly
+/// where the job is. Batch buffers live as long as the loader and are reused.
+#[derive(Debug)]
+pub struct Loader {
+    source: Arc<dyn Source>,
+    augment: Arc<Augment>,
+    options: LoaderOptions,
+    buffers: Vec<BatchBuffer>,
+}
+
+impl Loader {
+    pub fn new(
+        source: impl Source + 'static,
+        augment: Augment,
+        options: LoaderOptions,
+    ) -> Result<Self> {
+        let invalid = |name, reason: &str| {
+            Err(Error::Config {
+                name,
+                reason: reason.into(),
+            })
+        };
+        if options.threads == 0 {
+            return invalid(
+                "LoaderOptions::threads",
+                "0: at least one decode thread is needed",
+            );
+        }
+        if options.prefetch == 0 {
+            return invalid(
+                "LoaderOptions::prefetch",
+                "0: at least one batch must be prepared ahead",
+            );
+        }
+        if augment.size == 0 {
+            return invalid("Augment::size", "0: images need at least one pixel");
+        }
+        Ok(Loader {
+            source: Arc::new(source),
+            augment: Arc::new(augment),
+            options,
+            buffers: Vec::new(),
+        })
+    }
+
+    pub fn source(&self) -> &dyn Source {
+        &*self.source
+    }
+
+    pub fn augment(&self) -> &Augment {
+        &self.augment
+    }
+
+    /// Rank `rank` of `size`'s batches from `sampler`'s place to the end of its epoch:
+    /// step `k` is [`ElasticSampler::batch_ahead`]`(k, rank, size)`. The sampler must walk
+    /// this loader's source.
+    pub fn epoch(
+        &mut self,
+        sampler: &ElasticSampler,
+        rank: usize,
+        size: usize,
+    ) -> Result<Epoch<'_>> {
+        if sampler.len() != self.source.len() {
+            return Err(Error::Config {
+                name: "sampler",
+                reason: format!(
+                    "it walks {} samples but the source has {}",
+                    sampler.len(),
+                    self.source.len()
+                ),
+            });
+        }
+        if rank >= size {
+            return Err(Error::Config {
+                name: "rank",
+                reason: format!("{rank} is not below the job size {size}"),
+            });
+        }
+        let threads = self.options.threads;
+        let wanted = threads + self.options.prefetch;
+        self.buffers
+            .resize_with(wanted.max(self.buffers.len()), BatchBuffer::default);
+        let steps = sampler.steps_left();
+        let queue = Arc::new(Queue::new(
+            std::mem::take(&mut self.buffers),
+            steps,
+            threads,
+        ));
+        let job = Arc::new(Job {
+            source: Arc::clone(&self.source),
+            augment: Arc::clone(&self.augment),
+            sampler: sampler.clone(),
+            rank,
+            size,
+            seed: self.options.seed,
+            skip_bad: self.options.skip_bad,
+        });
+        let mut epoch = Epoch {
+            side: self.augment.size as usize,
+            timeout: self.options.timeout,
+            loader: self,
+            queue: Arc::clone(&queue),
+            threads: Vec::with_capacity(threads),
+            next: 0,
+            steps,
+            skipped: 0,
+        };
+        for n in 0..threads {
+            let (job, shared) = (Arc::clone(&job), Arc::clone(&queue));
+            let spawned = thread::Builder::new()
+                .name(format!("hvd-data-{n}"))
+                .spawn(move || worker::run(&job, &shared));
+            match spawned {
+                Ok(handle) => epoch.threads.push(handle),
+                // Dropping `epoch` stops and joins the threads already started.
+                Err(e) => {
+                    (n..threads).for_each(|_| queue.exited());
+                    return Err(Error::Config {
+                        name: "LoaderOptions::threads",
+                        reason: format!("decode thread {n} could not start: {e}"),
+                    });
+                }
+            }
+        }
+        Ok(epoch)
+    }
+}
+
+/// One rank's batches for the rest of an epoch, in step order. Dropping it stops the
+/// decode threads and waits for them (each finishes the sample it is on).
+#[derive(Debug)]
+pub struct Epoch<'l> {
+    loader: &'l mut Loader,
+    queue: Arc<Queue>,
+    threads: Vec<JoinHandle<()>>,
+    next: usize,
+    steps: usize,
+    skipped: usize,
+    side: usize,
+    timeout: std::time::Duration,
+}
+
+impl Epoch<'_> {
+    /// The next step's batch, `None` after the last. An error names the step's bad sample
+    /// (the step is lost; the next call goes on with the next step), or says the threads
+    /// gave nothing within the timeout.
+    pub fn next_batch(&mut self) -> Result<Option<Batch<'_>>> {
+        if self.next >= self.steps {
+            return Ok(None);
+        }
+        let step = self.next;
+        self.next += 1;
+        let buffer = self.queue.take(step, self.timeout)?;
+        self.skipped += buffer.skipped;
+        Ok(Some(Batch {
+            buffer: Some(buffer),
+            queue: &self.queue,
+            side: self.side,
+        }))
+    }
+
+    /// How many steps this epoch hands over in all.
+    pub fn steps(&self) -> usize {
+        self.steps
+    }
+
+    /// How many bad samples were skipped in the batches handed over so far.
+    pub fn skipped(&self) -> usize {
+        self.skipped
+    }
+}
+
+impl Drop for Epoch<'_> {
+    fn drop(&mut self) {
+        self.queue.stop();
+        for thread in self.threads.drain(..) {
+            // A panic was already turned into an error or counted in `exited`.
+            let _ = thread.join();
+        }
+        self.loader.buffers = self.queue.drain();
+    }
+}

@@ -1,0 +1,57 @@
+//! Where samples come from. A [`Source`] numbers its samples `0..len` in an order that is
+//! the same on every rank (the elastic sampler permutes those numbers), and reads one
+//! sample's encoded bytes on demand, from any decode thread.
+
+mod folder;
+mod memory;
+mod shards;
+mod synthetic;
+
+pub use folder::ImageFolder;
+pub use memory::InMemory;
+pub use shards::TarShards;
+pub use synthetic::Synthetic;
+
+use crate::Result;
+
+/// How a sample's bytes are encoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Encoding {
+    /// A JPEG file (baseline or progressive; grey, RGB or CMYK).
+    Jpeg,
+    /// Decoded pixels, 3 bytes (R, G, B) each, row after row.
+    Rgb { width: u32, height: u32 },
+}
+
+/// What a source says about a sample it has read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sample {
+    /// The class (`i64`, which PyTorch's losses take).
+    pub label: i64,
+    pub encoding: Encoding,
+}
+
+/// A dataset of labelled images, read one sample at a time from any thread.
+pub trait Source: Send + Sync + std::fmt::Debug {
+    /// How many samples there are: they are numbered `0..len`.
+    fn len(&self) -> usize;
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Reads sample `index` into `bytes` (replacing what it held, reusing its capacity).
+    /// An error names the file and the sample.
+    fn read(&self, index: usize, bytes: &mut Vec<u8>) -> Result<Sample>;
+
+    /// What errors call sample `index`: its file, or its shard and member.
+    fn name(&self, index: usize) -> String;
+}
+
+/// The image files a folder or shard may hold; others are ignored.
+pub(crate) fn image_encoding(extension: &str) -> Option<Encoding> {
+    match extension.to_ascii_lowercase().as_str() {
+        "jpg" | "jpeg" => Some(Encoding::Jpeg),
+        _ => None,
+    }
+}

@@ -1,0 +1,245 @@
+//! The loader hands over every step in order, the same whatever the threads, reuses its
+//! buffers, and stops cleanly.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use hvd_data::source::Sample;
+use hvd_data::{Augment, ElasticSampler, Error, Loader, LoaderOptions, Source, Synthetic};
+
+fn options(threads: usize, prefetch: usize) -> LoaderOptions {
+    LoaderOptions {
+        threads,
+        prefetch,
+        seed: 5,
+        ..Default::default()
+    }
+}
+
+/// Every batch of one epoch of rank `rank` of `size`: (indices, labels, images).
+fn run_epoch(
+    loader: &mut Loader,
+    sampler: &ElasticSampler,
+    rank: usize,
+    size: usize,
+) -> Vec<(Vec<usize>, Vec<i64>, Vec<f32>)> {
+    let mut epoch = loader.epoch(sampler, rank, size).unwrap();
+    let mut batches = Vec::new();
+    while let Some(batch) = epoch.next_batch().unwrap() {
+        batches.push((
+            batch.indices().to_vec(),
+            batch.labels().to_vec(),
+            batch.images().to_vec(),
+        ));
+    }
+    batches
+}
+
+#[test]
+fn batches_come_in_step_order_with_the_samplers_shares_and_the_last_is_short() {
+    let source = Synthetic::new(50, 20, 16, 7);
+    let mut sampler = ElasticSampler::new(50, 12).seed(Some(3));
+    sampler.set_epoch(2);
+    let mut loader = Loader::new(source, Augment::train(6), options(3, 2)).unwrap();
+    let batches = run_epoch(&mut loader, &sampler, 1, 3);
+    assert_eq!(batches.len(), 5);
+    for (step, (indices, labels, images)) in batches.iter().enumerate() {
+        assert_eq!(
+            indices.as_slice(),
+            sampler.batch_ahead(step, 1, 3),
+            "step {step}"
+        );
+        assert_eq!(
+            labels,
+            &indices.iter().map(|&i| i as i64 % 7).collect::<Vec<_>>()
+        );
+        assert_eq!(images.len(), indices.len() * 3 * 36);
+    }
+    // 50 = 4 × 12 + 2: the last step gives rank 1 of 3 one sample.
+    assert_eq!(batches[4].0.len(), 1);
+}
+
+#[test]
+fn the_same_seed_gives_the_same_batches_whatever_the_threads_and_prefetch() {
+    let sampler = ElasticSampler::new(40, 8).seed(Some(1));
+    let mut one = Loader::new(
+        Synthetic::new(40, 30, 22, 4),
+        Augment::train(10),
+        options(1, 1),
+    )
+    .unwrap();
+    let mut four = Loader::new(
+        Synthetic::new(40, 30, 22, 4),
+        Augment::train(10),
+        options(4, 3),
+    )
+    .unwrap();
+    let first = run_epoch(&mut one, &sampler, 0, 2);
+    assert_eq!(first, run_epoch(&mut four, &sampler, 0, 2));
+    // And a second epoch from the same loader repeats it too.
+    assert_eq!(first, run_epoch(&mut four, &sampler, 0, 2));
+    let other_seed = LoaderOptions {
+        seed: 6,
+        ..options(2, 2)
+    };
+    let mut other = Loader::new(
+        Synthetic::new(40, 30, 22, 4),
+        Augment::train(10),
+        other_seed,
+    )
+    .unwrap();
+    let moved = run_epoch(&mut other, &sampler, 0, 2);
+    assert_eq!(
+        moved.iter().map(|b| &b.0).collect::<Vec<_>>(),
+        first.iter().map(|b| &b.0).collect::<Vec<_>>()
+    );
+    assert_ne!(moved, first, "another augmentation seed crops differently");
+}
+
+#[test]
+fn buffers_are_reused_from_step_to_step_and_epoch_to_epoch() {
+    let (threads, prefetch) = (2, 2);
+    let mut sampler = ElasticSampler::new(400, 4).seed(Some(9));
+    let mut loader = Loader::new(
+        Synthetic::new(400, 8, 8, 3),
+        Augment::train(4),
+        options(threads, prefetch),
+    )
+    .unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    for epoch_number in 0..2 {
+        sampler.set_epoch(epoch_number);
+        let mut epoch = loader.epoch(&sampler, 0, 1).unwrap();
+        while let Some(batch) = epoch.next_batch().unwrap() {
+            seen.insert(batch.images().as_ptr() as usize);
+        }
+    }
+    // 200 batches from the same few buffers.
+    assert!(
+        seen.len() <= threads + prefetch,
+        "{} distinct buffers",
+        seen.len()
+    );
+}
+
+/// A source whose reads wait until released, to hold the decode threads mid-sample.
+#[derive(Debug)]
+struct Gate {
+    inner: Synthetic,
+    open: Arc<AtomicBool>,
+    delay: Duration,
+}
+
+impl Source for Gate {
+    fn len(&self) -> usize {
+        self.inner.len()
+    }
+
+    fn read(&self, index: usize, bytes: &mut Vec<u8>) -> hvd_data::Result<Sample> {
+        if !self.open.load(Ordering::SeqCst) {
+            std::thread::sleep(self.delay);
+        }
+        self.inner.read(index, bytes)
+    }
+
+    fn name(&self, index: usize) -> String {
+        self.inner.name(index)
+    }
+}
+
+#[test]
+fn dropping_an_epoch_midway_stops_its_threads_promptly() {
+    let source = Gate {
+        inner: Synthetic::new(10_000, 8, 8, 2),
+        open: Arc::new(AtomicBool::new(false)),
+        delay: Duration::from_millis(20),
+    };
+    let sampler = ElasticSampler::new(10_000, 64);
+    let mut loader = Loader::new(source, Augment::train(4), options(3, 4)).unwrap();
+    let mut epoch = loader.epoch(&sampler, 0, 1).unwrap();
+    assert_eq!(epoch.next_batch().unwrap().unwrap().len(), 64);
+    let started = Instant::now();
+    drop(epoch);
+    // Each thread finishes the sample it is on (20 ms), not its batch (64 × 20 ms).
+    assert!(
+        started.elapsed() < Duration::from_millis(600),
+        "took {:?}",
+        started.elapsed()
+    );
+    // The loader is whole again: another epoch runs.
+    assert_eq!(loader.epoch(&sampler, 0, 1).unwrap().steps(), 157);
+}
+
+#[test]
+fn a_batch_that_takes_too_long_is_a_timeout_naming_the_step() {
+    let source = Gate {
+        inner: Synthetic::new(8, 8, 8, 2),
+        open: Arc::new(AtomicBool::new(false)),
+        delay: Duration::from_millis(400),
+    };
+    let open = Arc::clone(&source.open);
+    let sampler = ElasticSampler::new(8, 4);
+    let timeout = Duration::from_millis(100);
+    let mut loader = Loader::new(
+        source,
+        Augment::train(4),
+        LoaderOptions {
+            timeout,
+            ..options(1, 1)
+        },
+    )
+    .unwrap();
+    let mut epoch = loader.epoch(&sampler, 0, 1).unwrap();
+    let err = epoch.next_batch().unwrap_err();
+    assert!(matches!(err, Error::Timeout { step: 0, .. }), "{err:?}");
+    assert!(
+        err.to_string()
+            .starts_with("no batch for step 0 within 0.1 s"),
+        "{err}"
+    );
+    open.store(true, Ordering::SeqCst);
+    let started = Instant::now();
+    drop(epoch);
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn settings_out_of_range_are_refused_by_name() {
+    let err = |options, augment| {
+        Loader::new(Synthetic::new(4, 8, 8, 2), augment, options)
+            .unwrap_err()
+            .to_string()
+    };
+    assert_eq!(
+        err(options(0, 1), Augment::train(4)),
+        "invalid LoaderOptions::threads: 0: at least one decode thread is needed"
+    );
+    assert_eq!(
+        err(options(1, 0), Augment::train(4)),
+        "invalid LoaderOptions::prefetch: 0: at least one batch must be prepared ahead"
+    );
+    assert_eq!(
+        err(options(1, 1), Augment::train(0)),
+        "invalid Augment::size: 0: images need at least one pixel"
+    );
+    let mut loader =
+        Loader::new(Synthetic::new(4, 8, 8, 2), Augment::train(4), options(1, 1)).unwrap();
+    let wrong = loader
+        .epoch(&ElasticSampler::new(5, 2), 0, 1)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        wrong,
+        "invalid sampler: it walks 5 samples but the source has 4"
+    );
+    let outside = loader
+        .epoch(&ElasticSampler::new(4, 2), 2, 2)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(outside, "invalid rank: 2 is not below the job size 2");
+}
