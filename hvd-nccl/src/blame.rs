@@ -6,8 +6,9 @@
 //! every rank posted, the first to fail with an error (or to leave); else, after a
 //! grace period, a rank that never posted; and no one when every rank timed out.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use hvd_core::driver::blame::{self, Look};
 use hvd_core::{Error, Store, Topology};
 
 /// What this rank saw go wrong.
@@ -124,9 +125,8 @@ impl Board<'_> {
     pub(crate) fn verdict(&self, call: &Call<'_>, mine: &Seen) -> Error {
         let (rank, size) = (self.topology.rank(), self.topology.size());
         let peers: Vec<usize> = (0..size).filter(|r| *r != rank).collect();
-        let deadline = Instant::now() + call.grace;
         let mut posts: Vec<Option<Post>> = vec![None; size];
-        loop {
+        blame::settle(call.grace, || {
             for (r, post) in posts.iter_mut().enumerate() {
                 if post.is_none() {
                     *post = self
@@ -144,22 +144,19 @@ impl Board<'_> {
                 .collect();
             // A peer that died cannot post: it is the cause of the others' errors.
             if let Some((peer, pid)) = missing.iter().find_map(|p| Some((*p, self.exited(*p)?))) {
-                return Error::PeerLost {
+                return Look::Decided(Error::PeerLost {
                     rank,
                     peer,
                     op: call.op,
                     tensor: call.tensor.into(),
                     cause: format!("its process (pid {pid}) exited"),
-                };
+                });
             }
-            if missing.is_empty() {
-                return decide(rank, call, mine, &posts, culprit(&posts), &missing);
+            match missing.is_empty() {
+                true => Look::Decided(decide(rank, call, mine, &posts, culprit(&posts), &[])),
+                false => Look::Open(decide(rank, call, mine, &posts, None, &missing)),
             }
-            if Instant::now() >= deadline {
-                return decide(rank, call, mine, &posts, None, &missing);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        })
     }
 }
 
