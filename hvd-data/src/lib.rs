@@ -14,7 +14,7 @@
 //!   order as one NCHW `f32` block and their labels.
 //!
 //! ```no_run
-//! use hvd_data::{Augment, ElasticSampler, ImageFolder, Loader, LoaderOptions};
+//! use hvd_data::{Augment, ElasticSampler, ImageFolder, Loader, LoaderOptions, Source};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let (rank, size) = (0, 4);

@@ -41,6 +41,9 @@
 //!   `hvdrun --elastic`;
 //! - [`sampler::DistributedSampler`] (each rank its shard of every epoch's shuffle) and
 //!   [`metrics`] (loss and accuracy of the whole job);
+//! - `data` ([`hvd_data`], feature `data`, on by default): the input pipeline, images
+//!   decoded and augmented on a pool of threads into batches cut from the elastic
+//!   sampler, every example once per epoch whatever the job's size;
 //! - `candle` (feature `candle`): Horovod's DistributedOptimizer and parameter broadcast
 //!   for [candle](https://github.com/huggingface/candle) models (their CUDA tensors with
 //!   feature `candle-cuda`);
@@ -68,6 +71,9 @@ pub use hvd_core::{
     self as core, Collective, Compression, DType, Device, Element, Error, ReduceOp, Reduction,
     Result, Store, Tensor, TensorMut, Topology, env,
 };
+/// The input pipeline (feature `data`, on by default).
+#[cfg(feature = "data")]
+pub use hvd_data as data;
 /// The NCCL transport and CUDA device memory (feature `nccl`).
 #[cfg(feature = "nccl")]
 pub use hvd_nccl as nccl;
