@@ -21,6 +21,7 @@
 mod autotune;
 mod buffer;
 mod cache;
+mod completion;
 mod compress;
 mod config;
 mod control_errors;

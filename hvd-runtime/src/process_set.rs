@@ -8,7 +8,8 @@ use std::time::Duration;
 use hvd_core::{Compression, Device, Error, ReduceOp, Reduction, Result, Topology, validate};
 
 use super::buffer::Buffer;
-use super::handle::{self, Completion, Handle, Slot};
+use super::completion::{self, Completion, Slot};
+use super::handle::Handle;
 use super::queue::Submission;
 use super::set_engine::SetEngine;
 use super::stats::StatsSnapshot;
@@ -149,7 +150,7 @@ impl ProcessSet {
                 format!("shape {shape:?} does not match the {bytes} bytes of the tensor"),
             ));
         }
-        let (slot, completion) = handle::slot();
+        let (slot, completion) = completion::slot();
         let work = make(tensor, completion);
         let submission = Submission::new(name, work, dtype, shape, device);
         self.submit(submission, slot)
@@ -161,7 +162,7 @@ impl ProcessSet {
         name: String,
         make: impl FnOnce(Completion<T>) -> Control,
     ) -> Result<Handle<T>> {
-        let (slot, completion) = handle::slot();
+        let (slot, completion) = completion::slot();
         let work = Work::Control(make(completion));
         self.submit(Submission::control(name, work), slot)
     }

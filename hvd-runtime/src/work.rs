@@ -9,7 +9,7 @@ use std::sync::Arc;
 use hvd_core::{Compression, Device, Error, Reduction, Result};
 
 use super::buffer::{AnyBuffer, Buffer};
-use super::handle::Completion;
+use super::completion::Completion;
 use super::request::{BatchKey, Op};
 
 /// Runs process-set changes for the global set's engine.
