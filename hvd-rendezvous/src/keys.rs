@@ -1,6 +1,7 @@
 //! The store keys through which ranks tell their launcher how they are doing.
 
 use hvd_core::Store;
+use hvd_core::driver::blame;
 
 /// The store counter every rank adds 1 to once its transport is connected.
 pub const CHECKIN_KEY: &str = "hvd.checkin";
@@ -17,6 +18,5 @@ pub fn lost_key(reporter: usize) -> String {
 
 /// The global rank `reporter` said it lost, if it said so.
 pub fn lost_by(store: &dyn Store, reporter: usize) -> Option<usize> {
-    let bytes = store.try_get(&lost_key(reporter)).ok()??;
-    std::str::from_utf8(&bytes).ok()?.trim().parse().ok()
+    blame::posted_rank(store, &lost_key(reporter))
 }

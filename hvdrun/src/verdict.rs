@@ -6,6 +6,8 @@
 
 use std::collections::BTreeMap;
 
+use hvd_core::driver::blame;
+
 /// What the launcher knows about one rank once the job has settled.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Seen {
@@ -25,26 +27,14 @@ pub(crate) struct Verdict {
     pub lost_by: Vec<usize>,
 }
 
-/// The end of the chain of losses that starts at `rank`: a rank that lost a rank that
-/// was itself only waiting on another is a witness, not a cause.
-fn resolve(seen: &[Seen], mut rank: usize) -> usize {
-    let mut visited = vec![false; seen.len()];
-    while let Some(next) = seen.get(rank).and_then(|s| s.lost) {
-        if next >= seen.len() || visited[next] {
-            break;
-        }
-        visited[rank] = true;
-        rank = next;
-    }
-    rank
-}
-
 /// The verdict for a job whose first failure the launcher saw on rank `first`.
 pub(crate) fn verdict(seen: &[Seen], first: usize) -> Verdict {
     let mut accused: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     for (reporter, s) in seen.iter().enumerate() {
         if let Some(lost) = s.lost.filter(|l| *l < seen.len()) {
-            let culprit = resolve(seen, lost);
+            // The end of the chain of losses: a rank that lost a rank that was itself only
+            // waiting on another is a witness, not a cause.
+            let culprit = blame::follow(lost, seen.len(), |r| seen[r].lost).end();
             if culprit != reporter {
                 accused.entry(culprit).or_default().push(reporter);
             }
