@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use hvd_core::driver::blame;
 use hvd_core::layer::Layer;
 use hvd_core::{Collective, Operation, Result, Store};
 use hvd_rendezvous::lost_key;
@@ -23,10 +24,7 @@ impl Testimony {
         if self.given.swap(true, Ordering::Relaxed) {
             return;
         }
-        if let Err(e) = self
-            .store
-            .set(&lost_key(self.reporter), peer.to_string().as_bytes())
-        {
+        if let Err(e) = blame::post_rank(self.store.as_ref(), &lost_key(self.reporter), peer) {
             tracing::debug!(
                 rank = self.reporter,
                 "could not tell the launcher that rank {peer} was lost: {e}"
