@@ -26,8 +26,9 @@ const POLL: Duration = Duration::from_millis(10);
 
 /// N ranks of one command, on this host or on several.
 ///
-/// The job serves its ranks' rendezvous store ([`StoreServer`]) and hands each rank its
-/// address and a secret made for this job. A rank on this host inherits this process's
+/// The job serves its ranks' rendezvous store
+/// ([`StoreServer`](hvd_rendezvous::StoreServer)) and hands each rank its address and a
+/// secret made for this job. A rank on this host inherits this process's
 /// environment and runs in its own process group (so stopping a rank stops what it
 /// started); a rank on another host is started over ssh with the variables that travel
 /// (`HVD_*`, `HOROVOD_*`, `PATH`, `LD_LIBRARY_PATH`, `RUST_LOG`, and those set with
