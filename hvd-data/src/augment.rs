@@ -52,6 +52,36 @@ impl Augment {
         }
     }
 
+    /// The first setting out of range, by name, and why.
+    pub(crate) fn invalid(&self) -> Option<(&'static str, String)> {
+        let (scale, ratio) = (self.scale, self.ratio);
+        if !(scale.0 > 0.0 && scale.0 <= scale.1 && scale.1 <= 1.0) {
+            return Some((
+                "Augment::scale",
+                format!("{scale:?}: expected 0 < low <= high <= 1"),
+            ));
+        }
+        if !(ratio.0 > 0.0 && ratio.0 <= ratio.1 && ratio.1.is_finite()) {
+            return Some((
+                "Augment::ratio",
+                format!("{ratio:?}: expected 0 < low <= high"),
+            ));
+        }
+        if !(self.center > 0.0 && self.center <= 1.0) {
+            return Some((
+                "Augment::center",
+                format!("{}: expected 0 < center <= 1", self.center),
+            ));
+        }
+        if let Some(std) = self.std.iter().find(|s| !(s.is_finite() && **s != 0.0)) {
+            return Some((
+                "Augment::std",
+                format!("{std}: a channel's std must be finite and not 0"),
+            ));
+        }
+        None
+    }
+
     /// How many `f32`s one image takes.
     pub fn sample_len(&self) -> usize {
         3 * self.size as usize * self.size as usize

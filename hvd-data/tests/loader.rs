@@ -227,6 +227,30 @@ fn settings_out_of_range_are_refused_by_name() {
         err(options(1, 1), Augment::train(0)),
         "invalid Augment::size: 0: images need at least one pixel"
     );
+    let scale = Augment {
+        scale: (0.5, 0.2),
+        ..Augment::train(4)
+    };
+    assert_eq!(
+        err(options(1, 1), scale),
+        "invalid Augment::scale: (0.5, 0.2): expected 0 < low <= high <= 1"
+    );
+    let ratio = Augment {
+        ratio: (0.0, 1.0),
+        ..Augment::train(4)
+    };
+    assert_eq!(
+        err(options(1, 1), ratio),
+        "invalid Augment::ratio: (0.0, 1.0): expected 0 < low <= high"
+    );
+    let std = Augment {
+        std: [0.2, 0.0, 0.2],
+        ..Augment::train(4)
+    };
+    assert_eq!(
+        err(options(1, 1), std),
+        "invalid Augment::std: 0: a channel's std must be finite and not 0"
+    );
     let mut loader =
         Loader::new(Synthetic::new(4, 8, 8, 2), Augment::train(4), options(1, 1)).unwrap();
     let wrong = loader

@@ -97,3 +97,41 @@ fn a_decoded_batch_holds_each_images_colour_normalised() {
     drop(batch);
     assert!(epoch.next_batch().unwrap().is_none());
 }
+
+#[test]
+fn grey_and_cmyk_jpegs_decode_to_three_channels() {
+    let encode = |pixels: &[u8], colour| {
+        let mut bytes = Vec::new();
+        jpeg_encoder::Encoder::new(&mut bytes, 95)
+            .encode(pixels, 16, 12, colour)
+            .unwrap();
+        bytes
+    };
+    let grey = encode(&[77; 16 * 12], jpeg_encoder::ColorType::Luma);
+    let cmyk = encode(&[0, 0, 0, 0].repeat(16 * 12), jpeg_encoder::ColorType::Cmyk);
+    let source = hvd_data::InMemory::jpegs([(grey, 0), (cmyk, 1)]);
+    let augment = Augment {
+        mean: [0.0; 3],
+        std: [1.0; 3],
+        ..Augment::eval(4)
+    };
+    let sampler = ElasticSampler::new(2, 2).seed(None);
+    let options = LoaderOptions {
+        threads: 1,
+        ..Default::default()
+    };
+    let mut loader = Loader::new(source, augment, options).unwrap();
+    let mut epoch = loader.epoch(&sampler, 0, 1).unwrap();
+    let batch = epoch.next_batch().unwrap().unwrap();
+    assert_eq!(batch.shape(), [2, 3, 4, 4]);
+    let (grey, cmyk) = batch.images().split_at(48);
+    assert!(
+        grey.iter().all(|v| (v - 77.0 / 255.0).abs() < 2.0 / 255.0),
+        "{grey:?}"
+    );
+    // A flat image stays flat through the ink-to-light conversion.
+    assert!(
+        cmyk.iter().all(|v| (v - cmyk[0]).abs() < 2.0 / 255.0),
+        "{cmyk:?}"
+    );
+}

@@ -89,6 +89,9 @@ impl Loader {
         if augment.size == 0 {
             return invalid("Augment::size", "0: images need at least one pixel");
         }
+        if let Some((name, reason)) = augment.invalid() {
+            return invalid(name, &reason);
+        }
         Ok(Loader {
             source: Arc::new(source),
             augment: Arc::new(augment),
