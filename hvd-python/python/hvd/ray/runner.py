@@ -129,8 +129,9 @@ class RayExecutor:
                  for w, gpu in zip(self.workers, gpus)], timeout=timeout)
         gather([w.rendezvous.remote({**job, **rank})
                 for w, rank in zip(self.workers, ranks)], self.nodes)
-        ray.get([w.start_executable.remote(executable_cls, args, kwargs)
-                 for w in self.workers])
+        # The user's class is built on every worker: a worker that dies doing so is named.
+        gather([w.start_executable.remote(executable_cls, args, kwargs)
+                for w in self.workers], self.nodes)
 
     def _visible_devices(self):
         """Every worker of a node sees every GPU Ray gave that node's workers (as in
