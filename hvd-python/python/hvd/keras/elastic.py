@@ -5,11 +5,12 @@ state's ``batch`` and ``epoch`` current and commit it during ``fit``."""
 from hvd.common.elastic import HostsUpdatedInterrupt, ObjectState, State, run  # noqa: F401
 from hvd.common.objects import broadcast_object
 from hvd.common.process_sets import global_process_set
+from hvd.common.variables_state import VariablesState
 from hvd.keras.backend import broadcast_variables
 from hvd.keras.flavor import keras, optimizer_variables, to_numpy
 
 
-class KerasState(ObjectState):
+class KerasState(VariablesState):
     """The state of a Keras job, on any backend hvd.keras runs on: ``model``'s variables,
     ``optimizer``'s (default: the model's) once it has made them (a Keras optimizer makes
     them on its first step), and any keyword arguments as plain values (``state.epoch``,
@@ -19,33 +20,13 @@ class KerasState(ObjectState):
         self.model = model
         self.optimizer = optimizer if optimizer is not None else getattr(model, "optimizer",
                                                                          None)
-        self._saved_values = None
-        super().__init__(bcast_object=lambda obj, root: broadcast_object(obj, root),
-                         **kwargs)
-        # Until the first commit, a failure goes back to the values at the start.
-        self._saved_values = [to_numpy(v) for v in self._variables()]
-
-    def _variables(self):
-        return list(self.model.variables) + optimizer_variables(self.optimizer)
-
-    def save(self):
-        self._saved_values = [to_numpy(v) for v in self._variables()]
-        super().save()
-
-    def restore(self):
-        variables = self._variables()
-        if self._saved_values is not None and len(self._saved_values) == len(variables):
-            for variable, value in zip(variables, self._saved_values):
-                variable.assign(value)
-        super().restore()
-
-    def sync(self, root_rank=0):
-        variables = self._variables()
-        if variables:
-            broadcast_variables(variables, root_rank, global_process_set)
-        # What the ranks agreed on is what a failure goes back to, as for plain values.
-        self._saved_values = [to_numpy(v) for v in variables]
-        super().sync(root_rank)
+        super().__init__(
+            lambda: list(self.model.variables) + optimizer_variables(self.optimizer),
+            to_numpy=to_numpy,
+            broadcast=lambda variables, root: broadcast_variables(variables, root,
+                                                                  global_process_set),
+            bcast_object=lambda obj, root: broadcast_object(obj, root),
+            **kwargs)
 
 
 class CommitStateCallback(keras.callbacks.Callback):
