@@ -14,11 +14,20 @@ use super::wire::{
 /// How long an answer may take beyond the wait the request itself asked for.
 const ANSWER_GRACE: Duration = Duration::from_secs(30);
 
+/// The longest wait one request asks the server for. A longer `get` (up to "forever",
+/// `Duration::MAX`) is a series of such requests, so that every read of an answer has a
+/// deadline and a server or connection that went silent is found within this and the
+/// grace, however long the caller is prepared to wait for the key.
+const REQUEST_WAIT: Duration = Duration::from_secs(60);
+
 /// A [`Store`] kept by a [`StoreServer`](super::StoreServer), reached over TCP.
 pub struct TcpStore {
     addr: SocketAddr,
     secret: Vec<u8>,
     conn: Mutex<Connection>,
+    /// [`REQUEST_WAIT`] and [`ANSWER_GRACE`]; shorter in tests.
+    request_wait: Duration,
+    answer_grace: Duration,
 }
 
 impl std::fmt::Debug for TcpStore {
@@ -65,11 +74,21 @@ impl TcpStore {
             addr: resolved,
             secret: secret.to_vec(),
             conn: Mutex::new(conn),
+            request_wait: REQUEST_WAIT,
+            answer_grace: ANSWER_GRACE,
         };
         match store.call(Request::Hello, Duration::ZERO)? {
             Response::Done => Ok(store),
             other => Err(unexpected(store.addr, other)),
         }
+    }
+
+    /// The same store with shorter waits per request, for tests of a silent server.
+    #[cfg(test)]
+    pub(crate) fn with_limits(mut self, request_wait: Duration, answer_grace: Duration) -> Self {
+        self.request_wait = request_wait;
+        self.answer_grace = answer_grace;
+        self
     }
 
     /// The server's address.
@@ -100,11 +119,10 @@ impl TcpStore {
             &request.encode(seq),
         )
         .map_err(|e| failed("sending a request", &e))?;
-        let limit = wait
-            .checked_add(ANSWER_GRACE)
-            .filter(|t| *t < Duration::from_secs(1 << 32));
+        // Bounded whatever the caller asked: `get` asks for at most `request_wait`.
+        let limit = wait.min(self.request_wait) + self.answer_grace;
         conn.stream
-            .set_read_timeout(limit)
+            .set_read_timeout(Some(limit))
             .map_err(|e| failed("setting a timeout", &e))?;
         let body = read_frame(
             &mut conn.stream,
@@ -205,14 +223,32 @@ impl Store for TcpStore {
     }
 
     fn get(&self, key: &str, timeout: Duration) -> Result<Vec<u8>> {
-        let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
-        let request = Request::Get {
-            key: key.into(),
-            timeout_ms,
-        };
-        match self.call(request, timeout)? {
-            Response::Value(value) => Ok(value),
-            other => Err(unexpected(self.addr, other)),
+        let deadline = Instant::now().checked_add(timeout);
+        loop {
+            let left = deadline.map_or(Duration::MAX, |d| {
+                d.saturating_duration_since(Instant::now())
+            });
+            let wait = left.min(self.request_wait);
+            let request = Request::Get {
+                key: key.into(),
+                timeout_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+            };
+            match self.call(request, wait)? {
+                Response::Value(value) => return Ok(value),
+                // The server's wait ran out. A plain read says whether the key is there
+                // now, and fails on its own if the server failed for another reason.
+                Response::Failed(_) => {
+                    if let Some(value) = self.try_get(key)? {
+                        return Ok(value);
+                    }
+                    if wait >= left {
+                        return Err(Error::Store(format!(
+                            "timed out after {timeout:?} waiting for key '{key}': no rank has set it"
+                        )));
+                    }
+                }
+                other => return Err(unexpected(self.addr, other)),
+            }
         }
     }
 

@@ -5,7 +5,9 @@ use std::time::{Duration, Instant};
 
 use hvd_core::Store;
 
-use super::wire::{Direction, MAGIC, MAX_BODY, NONCE_BYTES, Request, write_frame};
+use super::wire::{
+    Direction, MAGIC, MAX_BODY, NONCE_BYTES, Request, Response, read_frame, write_frame,
+};
 use super::{StoreServer, TcpStore};
 
 const SECRET: &[u8] = b"job secret";
@@ -202,5 +204,69 @@ fn nothing_listening_is_an_error_naming_the_address_after_the_timeout() {
             "store: cannot reach the rendezvous server at {addr} within 0.3s: "
         )) && text.ends_with("(is the launcher, or rank 0, running and reachable from this host?)"),
         "{text}"
+    );
+}
+
+/// A server that greets, answers the hello, then reads requests and never answers,
+/// holding the connection open: a rendezvous server that went silent.
+fn silent_server() -> (SocketAddr, std::thread::JoinHandle<()>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let serve = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let nonce = [7u8; NONCE_BYTES];
+        stream.write_all(MAGIC).unwrap();
+        stream.write_all(&nonce).unwrap();
+        let hello = read_frame(&mut stream, SECRET, Direction::Request, &nonce, MAX_BODY);
+        assert!(hello.is_ok());
+        let done = Response::Done.encode(0);
+        write_frame(&mut stream, SECRET, Direction::Response, &nonce, &done).unwrap();
+        // Read whatever comes until the client gives up and closes.
+        let mut sink = [0u8; 1024];
+        while matches!(stream.read(&mut sink), Ok(n) if n > 0) {}
+    });
+    (addr, serve)
+}
+
+#[test]
+fn a_get_without_a_deadline_still_fails_when_the_server_goes_silent() {
+    let (addr, serve) = silent_server();
+    let store = TcpStore::connect(&addr.to_string(), SECRET, Duration::from_secs(10))
+        .unwrap()
+        .with_limits(Duration::from_millis(100), Duration::from_millis(200));
+    // Duration::MAX is "wait for the key as long as it takes", not "for a dead server".
+    let err = store.get("never", Duration::MAX).unwrap_err().to_string();
+    assert!(
+        err.contains(&format!("rendezvous server {addr}: waiting for an answer")),
+        "{err}"
+    );
+    drop(store);
+    serve.join().unwrap();
+}
+
+#[test]
+fn a_long_get_is_asked_in_parts_and_still_sees_the_key_set_late() {
+    let server = server();
+    let waiter = Arc::new(
+        client(&server, SECRET)
+            .unwrap()
+            .with_limits(Duration::from_millis(20), Duration::from_secs(30)),
+    );
+    let wait = {
+        let waiter = waiter.clone();
+        std::thread::spawn(move || waiter.get("late", Duration::MAX))
+    };
+    // Several of the waiter's requests run out before the key is set.
+    std::thread::sleep(Duration::from_millis(200));
+    client(&server, SECRET)
+        .unwrap()
+        .set("late", b"here")
+        .unwrap();
+    assert_eq!(wait.join().unwrap().unwrap(), b"here");
+    // A bounded wait made of several requests ends with the caller's timeout.
+    let err = waiter.get("never", Duration::from_millis(70)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "store: timed out after 70ms waiting for key 'never': no rank has set it"
     );
 }
