@@ -26,6 +26,9 @@ pub enum Error {
          too slow (raise LoaderOptions::timeout if single samples take this long)"
     )]
     Timeout { step: usize, seconds: f64 },
+    /// The ranks' step times cannot be compared (different step counts, bad values).
+    #[error("stall attribution: {0}")]
+    Stall(String),
 }
 
 /// `Result` with the loader's [`Error`].

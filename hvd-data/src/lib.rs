@@ -11,7 +11,10 @@
 //! - [`Augment`]: random resized crop, flip and normalisation, drawn from (seed, epoch,
 //!   sample) alone, so a sample looks the same whichever thread prepares it;
 //! - [`Loader`]: decode threads, a bounded queue of reused batch buffers, batches in step
-//!   order as one NCHW `f32` block and their labels.
+//!   order as one NCHW `f32` block and their labels;
+//! - [`stall`]: each step of each rank split into data wait, compute, own communication
+//!   and waiting for other ranks, and the job's wait charged to the rank whose data was
+//!   late ([`StepClock`], [`attribute`]).
 //!
 //! ```no_run
 //! use hvd_data::{Augment, ElasticSampler, ImageFolder, Loader, LoaderOptions, Source};
@@ -40,9 +43,11 @@ mod decode;
 mod error;
 mod loader;
 pub mod source;
+pub mod stall;
 
 pub use augment::{Augment, Crop, IMAGENET_MEAN, IMAGENET_STD};
 pub use error::{Error, Result};
 pub use hvd_core::sampler::ElasticSampler;
 pub use loader::{Batch, Epoch, Loader, LoaderOptions};
 pub use source::{ImageFolder, InMemory, Source, Synthetic, TarShards};
+pub use stall::{StallReport, StepClock, StepTimes, attribute};

@@ -267,6 +267,12 @@ impl Hvd {
         self.inner.trace.stop();
     }
 
+    /// This rank's Timeline recorder as a tracer, for spans of work outside the runtime
+    /// (the input pipeline's `DATA_WAIT`); it records only while the Timeline does.
+    pub fn tracer(&self) -> Arc<dyn hvd_core::trace::Tracer> {
+        self.inner.trace.recorder.clone()
+    }
+
     /// Why the job has ended on this rank, once it has: every call fails with this error
     /// (a rank left or was lost, or the job was shut down). A program may then start a
     /// new job (every rank alike).

@@ -43,7 +43,8 @@
 //!   [`metrics`] (loss and accuracy of the whole job);
 //! - `data` ([`hvd_data`], feature `data`, on by default): the input pipeline, images
 //!   decoded and augmented on a pool of threads into batches cut from the elastic
-//!   sampler, every example once per epoch whatever the job's size;
+//!   sampler, every example once per epoch whatever the job's size; and `data_stall`:
+//!   how much of each epoch the job lost waiting for some rank's data, and which rank;
 //! - `candle` (feature `candle`): Horovod's DistributedOptimizer and parameter broadcast
 //!   for [candle](https://github.com/huggingface/candle) models (their CUDA tensors with
 //!   feature `candle-cuda`);
@@ -56,6 +57,8 @@
 mod builder;
 #[cfg(feature = "candle")]
 pub mod candle;
+#[cfg(feature = "data")]
+pub mod data_stall;
 #[cfg(feature = "nccl")]
 pub mod device;
 pub mod elastic;
