@@ -15,6 +15,7 @@
 //! - `gpu-check`: the checks that need a real GPU, as a bundle to copy to one.
 //! - `horovod-tests`: Horovod's own PyTorch and TensorFlow test files and PyTorch examples
 //!   against `hvd`.
+//! - `book`: the book under `docs/`, built with mdBook and its links and code blocks checked.
 
 mod backends;
 mod bench_collectives;
@@ -24,6 +25,7 @@ mod bench_peers;
 mod bench_tf;
 mod bench_torch;
 mod bench_training;
+mod book;
 mod cluster;
 mod cuda_headers;
 mod fuzz;
@@ -97,7 +99,12 @@ commands:
       not passed, or skipped or failed for a listed reason (a GPU, Horovod's own skips,
       torch's Muon in the optimizer sweeps, TensorFlow's error class in graphs). The
       suite is ../shared/horovod-tests beside the repository unless --suite or
-      HVD_HOROVOD_TESTS says otherwise.";
+      HVD_HOROVOD_TESTS says otherwise.
+  book [--check-only]
+      Check the book under docs/ offline (every relative link and #anchor of the book
+      and the README resolves, every page is in SUMMARY.md, every code block is a
+      doctest, a Python block test_book.py compiles or runs, or marked as shown only),
+      then build it with mdbook into target/book.";
 
 /// The workspace's root directory (xtask lives one level below it).
 pub(crate) fn workspace_root() -> std::path::PathBuf {
@@ -119,6 +126,7 @@ fn main() -> ExitCode {
         Some("fuzz") => fuzz::run(&args[1..]),
         Some("gpu-check") => gpu_check::run(&args[1..]),
         Some("horovod-tests") => horovod_tests::run(&args[1..]),
+        Some("book") => book::run(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             Ok(())
