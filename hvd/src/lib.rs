@@ -54,6 +54,9 @@
 //! The runtime builds its middleware stack, `Timeline<Fusion<transport>>`, in one place
 //! (`hvd-runtime`'s `stack.rs`).
 
+// The book's Rust examples as doctests.
+#[cfg(doctest)]
+mod book;
 mod builder;
 #[cfg(feature = "candle")]
 pub mod candle;
