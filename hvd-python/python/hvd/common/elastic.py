@@ -5,7 +5,7 @@ interrupt a commit raises when hosts change. A framework module adds its own sta
 
 Only a lost or silent peer (and a peer's shutdown) restores the last commit and moves to
 the next round; any other error is a bug: it is reported to hvdrun, which ends the job,
-and raised. See the README's "Elastic training" section.
+and raised. See the book's "Elastic training" chapter (docs/src/elastic.md).
 """
 
 import copy
