@@ -32,16 +32,23 @@ pub fn process_set(id: usize) -> PyResult<ProcessSet> {
 /// a no-op, as in Horovod, while the job runs; once it has ended (shut down here or by
 /// another rank) it starts the job again. `process_sets` are created at start, ids 1,
 /// 2, ... in order. Returns whether it started a job.
+///
+/// The job's lock is never held while the GIL is released: a thread that holds the GIL
+/// and waits for the lock (a TensorFlow graph's collective still running after its run
+/// failed, calling in while this rank starts again) would keep the starting thread from
+/// taking the GIL back, and neither would ever go on.
 #[pyfunction]
 #[pyo3(signature = (process_sets = Vec::new()))]
 pub fn init(py: Python<'_>, process_sets: Vec<Vec<usize>>) -> PyResult<bool> {
-    let mut job = JOB.write().unwrap_or_else(PoisonError::into_inner);
-    if let Some(running) = job.as_ref() {
-        if running.stopped().is_none() {
-            return Ok(false);
+    let ended = {
+        let mut job = JOB.write().unwrap_or_else(PoisonError::into_inner);
+        match job.as_ref() {
+            Some(running) if running.stopped().is_none() => return Ok(false),
+            _ => job.take(),
         }
-        let ended = job.take();
-        py.detach(|| ended.map(hvd::Hvd::shutdown));
+    };
+    if let Some(ended) = ended {
+        py.detach(|| ended.shutdown());
     }
     if elastic::worker()?.is_some() {
         if !process_sets.is_empty() {
@@ -49,7 +56,6 @@ pub fn init(py: Python<'_>, process_sets: Vec<Vec<usize>>) -> PyResult<bool> {
                 "an elastic job cannot have process sets created at init: its ranks change from round to round; add them in each round with add_process_set",
             ));
         }
-        drop(job);
         // The first round; a worker removed before it joins one has nothing to do.
         if elastic::elastic_join(py)?.is_none() {
             return Err(pyo3::exceptions::PySystemExit::new_err(0));
@@ -59,7 +65,21 @@ pub fn init(py: Python<'_>, process_sets: Vec<Vec<usize>>) -> PyResult<bool> {
     let hvd = py
         .detach(|| builder(process_sets)?.build())
         .map_err(to_py)?;
-    *job = Some(hvd);
+    // Another thread's init that finished first keeps its job; this one is left.
+    let mut job = JOB.write().unwrap_or_else(PoisonError::into_inner);
+    if job
+        .as_ref()
+        .is_some_and(|running| running.stopped().is_none())
+    {
+        drop(job);
+        py.detach(|| hvd.shutdown());
+        return Ok(false);
+    }
+    let replaced = job.replace(hvd);
+    drop(job);
+    if let Some(replaced) = replaced {
+        py.detach(|| replaced.shutdown());
+    }
     Ok(true)
 }
 
