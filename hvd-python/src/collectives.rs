@@ -230,6 +230,7 @@ pub fn reducescatter_async(
 #[pyo3(signature = (process_set = 0))]
 pub fn barrier(py: Python<'_>, process_set: usize) -> PyResult<()> {
     let set = job::process_set(process_set)?;
+    let _blocked = crate::stall::Blocked::start();
     py.detach(|| set.barrier()).map_err(to_py)
 }
 

@@ -99,6 +99,7 @@ impl PyHandle {
     /// capsule, every operation returns a capsule of the result (alltoall: (capsule,
     /// received rows per rank)).
     fn wait(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let _blocked = crate::stall::Blocked::start();
         let pending = self
             .pending
             .lock()

@@ -15,6 +15,7 @@ mod handle;
 mod job;
 mod memory;
 mod rounds;
+mod stall;
 
 use pyo3::prelude::*;
 
@@ -62,5 +63,9 @@ fn _hvd(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(collectives::reducescatter_async, m)?)?;
     m.add_function(wrap_pyfunction!(collectives::barrier, m)?)?;
     m.add_function(wrap_pyfunction!(collectives::join, m)?)?;
+    m.add_function(wrap_pyfunction!(stall::comm_seconds, m)?)?;
+    m.add_function(wrap_pyfunction!(stall::data_wait_begin, m)?)?;
+    m.add_function(wrap_pyfunction!(stall::data_wait_end, m)?)?;
+    m.add_function(wrap_pyfunction!(stall::stall_report, m)?)?;
     Ok(())
 }

@@ -52,3 +52,12 @@ def test_horovodrun_alias_takes_np_and_hosts():
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "rank 1: caught: Mismatched shapes" in done.stdout, done.stdout + done.stderr
+
+
+def test_a_rank_whose_data_is_slow_is_named_in_every_epochs_report(run_job, tmp_path):
+    code, out = run_job("data_stall", np=3, args=[str(tmp_path)])
+    assert code == 0, out
+    for rank in range(3):
+        assert f"rank {rank}: data_stall ok" in out, out
+    # Rank 0's line, logged as a warning: far more than 5 % of the epoch is lost.
+    assert "data-bound" in out and "rank 2 waited for data" in out, out

@@ -179,3 +179,10 @@ def test_keras2_code_trains_under_tf_keras(run_job):
     assert_every_rank(out, "Keras 2 fit: weights and averaged loss identical on every rank",
                       "Keras 2 local aggregation ok",
                       "Keras 2 elastic state and SyncBatchNormalization ok")
+
+
+def test_an_instrumented_dataset_names_the_rank_whose_batches_are_slow(run_job):
+    code, out = run_job("tf_data_stall", env=STALL)
+    assert code == 0, out
+    assert_every_rank(out, "tf.data instrumented: data-bound")
+    assert "rank 1 waited for data" in out, out

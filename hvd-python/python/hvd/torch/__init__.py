@@ -43,5 +43,5 @@ from hvd.torch.mpi_ops import (  # noqa: F401
     synchronize,
 )
 from hvd.torch.optimizer import DistributedOptimizer  # noqa: F401
-from hvd.torch import elastic  # noqa: F401,E402
+from hvd.torch import data, elastic  # noqa: F401,E402
 from hvd.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
