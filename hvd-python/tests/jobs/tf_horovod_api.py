@@ -81,6 +81,16 @@ with graph.as_default():
         assert np.array_equal(total, [4.0, 4.0]), total
 say("graph: broadcast_global_variables and names ok")
 
+# Horovod's session hook: a monitored session's variables start as the root's.
+graph = tf.Graph()
+with graph.as_default():
+    variable = tf.compat.v1.Variable(float(rank + 1))
+    step = tf.compat.v1.train.get_or_create_global_step()
+    hooks = [hvd.BroadcastGlobalVariablesHook(0)]
+    with tf.compat.v1.train.MonitoredTrainingSession(hooks=hooks) as session:
+        assert session.run(variable) == 1.0
+say("graph: BroadcastGlobalVariablesHook ok")
+
 # A TensorFlow 1 optimizer, combining every second pass: the ranks' gradients are
 # rank + 1, so each update is their average, 1.5, and the global step counts every pass.
 graph = tf.Graph()
