@@ -20,7 +20,7 @@ os.environ.setdefault("TF_NUM_INTEROP_THREADS", str(max(64, os.cpu_count() or 1)
 # The framework-neutral API: errors, the job, build probes, reduce ops, process sets.
 from hvd.common import *  # noqa: F401,F403
 from hvd.tensorflow.compression import Compression  # noqa: F401
-from hvd.tensorflow import elastic, util  # noqa: F401
+from hvd.tensorflow import data, elastic, util  # noqa: F401
 from hvd.tensorflow.util import _executing_eagerly  # noqa: F401
 from hvd.tensorflow.functions import (  # noqa: F401
     allgather_object,
