@@ -143,6 +143,36 @@ pub fn check(src: &Path, extra: &[PathBuf], doctests: &str) -> Report {
     report
 }
 
+/// The README is the landing page: at most this many lines, the rest is in the book.
+pub const README_MAX_LINES: usize = 200;
+
+/// What the README must keep: its size, and the project's two commands in its first code
+/// block, which CI and readers start from.
+pub fn readme_problems(text: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    let lines = text.lines().count();
+    if lines > README_MAX_LINES {
+        problems.push(format!(
+            "README.md: {lines} lines; the landing page stays within {README_MAX_LINES}, \
+             the rest belongs in the book"
+        ));
+    }
+    let first_block: Vec<&str> = text
+        .lines()
+        .skip_while(|line| !line.starts_with("```"))
+        .skip(1)
+        .take_while(|line| !line.starts_with("```"))
+        .collect();
+    for command in ["cargo xtask train", "cargo xtask test-cluster"] {
+        if !first_block.iter().any(|line| line.trim() == command) {
+            problems.push(format!(
+                "README.md: its first code block must hold `{command}`"
+            ));
+        }
+    }
+    problems
+}
+
 fn check_links(file: &Path, page: &Page, pages: &BTreeMap<PathBuf, Page>, report: &mut Report) {
     let dir = file.parent().unwrap_or(Path::new("."));
     for link in &page.links {
@@ -235,6 +265,17 @@ mod tests {
         assert!(kind("rust,ignore").is_err());
         assert!(kind("python,later").is_err());
         assert!(kind("bash").is_err());
+    }
+
+    #[test]
+    fn the_readme_stays_a_landing_page() {
+        let good = "# hvd\n\n```bash\ncargo xtask train\n\ncargo xtask test-cluster\n```\n";
+        assert!(readme_problems(good).is_empty());
+        let long = format!("{good}{}", "more\n".repeat(README_MAX_LINES));
+        assert_eq!(readme_problems(&long).len(), 1);
+        let moved =
+            "# hvd\n\n```bash\ncargo xtask train\n```\n\n```bash\ncargo xtask test-cluster\n```\n";
+        assert!(readme_problems(moved)[0].contains("cargo xtask test-cluster"));
     }
 
     #[test]

@@ -31,7 +31,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let doctests_path = root.join("hvd/src/book.rs");
     let doctests = fs::read_to_string(&doctests_path)
         .map_err(|e| format!("{}: {e}", doctests_path.display()))?;
-    let report = check::check(&root.join("docs/src"), &[root.join("README.md")], &doctests);
+    let mut report = check::check(&root.join("docs/src"), &[root.join("README.md")], &doctests);
+    let readme =
+        fs::read_to_string(root.join("README.md")).map_err(|e| format!("README.md: {e}"))?;
+    report.problems.extend(check::readme_problems(&readme));
     let count = |wanted: fn(&Kind) -> bool| -> usize {
         report
             .blocks
