@@ -38,6 +38,21 @@ except tf.errors.InvalidArgumentError as e:
     assert e.message == ("alltoall of tensor 'api.uneven': the first dimension (3) does not "
                          "divide evenly between 2 ranks; pass splits (the rows for each "
                          "rank)"), e.message
+# The same in a TensorFlow 1 graph, where hvd's status op raises the class, whether the
+# failed collective is fetched alone or with one that depends on it.
+graph = tf.Graph()
+with graph.as_default():
+    first = hvd.allreduce(tf.ones([rank + 2]), name="api.graph_shape")
+    with tf.control_dependencies([first]):
+        second = hvd.allgather(tf.ones([1, 2]), name="api.graph_after")
+    with tf.compat.v1.Session(graph=graph) as session:
+        for fetches in (first, [first, second]):
+            try:
+                session.run(fetches)
+                raise AssertionError("mismatched shapes were not refused in a graph")
+            except tf.errors.FailedPreconditionError as e:
+                assert ("Mismatched shapes for tensor 'api.graph_shape': rank 0 has [2], "
+                        "rank 1 has [3]") in e.message, e.message
 hvd.barrier()
 say("TensorFlow's error classes ok")
 

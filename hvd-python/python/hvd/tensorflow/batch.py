@@ -24,7 +24,7 @@ from tensorflow.python.ops import control_flow_util
 from hvd.common import ops as _ops
 from hvd.common.basics import rank
 from hvd.common.ops import Average, Sum
-from hvd.tensorflow import errors, graph_steps
+from hvd.tensorflow import errors, graph_steps, status_op
 
 DTYPES = (tf.uint8, tf.int8, tf.uint16, tf.int16, tf.int32, tf.int64, tf.float16,
           tf.bfloat16, tf.float32, tf.float64, tf.bool)
@@ -205,6 +205,12 @@ def _call(collectives, tensors):
     # A TensorFlow 1 graph run goes on after an error: its collectives need its token.
     run_token = None if graph.building_function else graph_steps.token(graph)
     graph_id = id(graph)
+    # There, an error's class comes back as data, raised by hvd's status op.
+    status = None if run_token is None else status_op.module()
+
+    dtypes = []
+    for c, t in zip(collectives, tensors):
+        dtypes.extend([t.dtype, tf.int32][:c.outputs()])
 
     def execute(*inputs):
         splits = list(fixed)
@@ -213,25 +219,42 @@ def _call(collectives, tensors):
         if run_token is None:
             return _execute(collectives, inputs[:len(tensors)], splits)
         run = float(inputs[-1].numpy())
-        graph_steps.check(graph_id, run, _what(collectives))
         try:
-            return _execute(collectives, inputs[:len(tensors)], splits)
+            graph_steps.check(graph_id, run, _what(collectives))
+            flat = _execute(collectives, inputs[:len(tensors)], splits)
         except Exception as e:
             graph_steps.failed(graph_id, run, e)
-            raise
+            code = _error_code(e)
+            if status is None or code is None:
+                raise
+            return [tf.zeros([0], d) for d in dtypes] + [tf.constant(code, tf.int32),
+                                                         tf.constant(str(e))]
+        if status is None:
+            return flat
+        return flat + [tf.constant(0, tf.int32), tf.constant("")]
 
-    dtypes = []
-    for c, t in zip(collectives, tensors):
-        dtypes.extend([t.dtype, tf.int32][:c.outputs()])
+    extra_dtypes = [] if status is None else [tf.int32, tf.string]
     flat = tf.py_function(execute, list(tensors) + extra + ([run_token] if run_token is not None
                                                              else []),
-                          dtypes, name="HorovodBatch")
+                          dtypes + extra_dtypes, name="HorovodBatch")
+    if status is not None:
+        code, message = flat[-2:]
+        with tf.control_dependencies([status.hvd_raise_status(code, message)]):
+            flat = [tf.identity(t) for t in flat[:-2]]
     at = 0
     for c, t in zip(collectives, tensors):
         for shape in c.static_shapes(t.shape):
             flat[at].set_shape(shape)
             at += 1
     return flat
+
+
+def _error_code(error):
+    """The TensorFlow error code ``error`` stands for (that of the collective that failed
+    first, for one not started because of it), or None for any other error."""
+    if isinstance(error, (tf.errors.OpError, graph_steps.EarlierCollectiveFailed)):
+        return error.error_code
+    return None
 
 
 def _what(collectives):

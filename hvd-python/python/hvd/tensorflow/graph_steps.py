@@ -24,7 +24,12 @@ _failed = collections.OrderedDict()
 
 
 class EarlierCollectiveFailed(RuntimeError):
-    """A collective not started because one of the same graph run failed before it."""
+    """A collective not started because one of the same graph run failed before it;
+    ``error_code`` is the TensorFlow error code of that failure, if it had one."""
+
+    def __init__(self, message, error_code):
+        super().__init__(message)
+        self.error_code = error_code
 
 
 def token(graph):
@@ -43,14 +48,15 @@ def check(graph_id, run, what):
     with _lock:
         cause = _failed.get((graph_id, run))
     if cause is not None:
+        text, code = cause
         raise EarlierCollectiveFailed(
             f"{what} was not started: a collective of the same graph run failed on this "
-            f"rank before it: {cause}")
+            f"rank before it: {text}", code)
 
 
 def failed(graph_id, run, error):
     """Records that a collective of this run failed with ``error``."""
     with _lock:
-        _failed.setdefault((graph_id, run), str(error))
+        _failed.setdefault((graph_id, run), (str(error), getattr(error, "error_code", None)))
         while len(_failed) > _REMEMBERED:
             _failed.popitem(last=False)
