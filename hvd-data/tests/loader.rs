@@ -267,3 +267,47 @@ fn settings_out_of_range_are_refused_by_name() {
         .to_string();
     assert_eq!(outside, "invalid rank: 2 is not below the job size 2");
 }
+
+#[test]
+fn batches_are_owned_they_go_to_other_threads_and_may_outlive_their_epoch() {
+    let mut loader =
+        Loader::new(Synthetic::new(12, 8, 8, 3), Augment::eval(4), options(1, 1)).unwrap();
+    let sampler = ElasticSampler::new(12, 4).seed(None);
+    let mut epoch = loader.epoch(&sampler, 0, 1).unwrap();
+    let first = epoch.next_batch().unwrap().unwrap();
+    // Two batches held at once, one of them read on another thread.
+    let second = epoch.next_batch().unwrap().unwrap();
+    let indices = std::thread::spawn(move || second.indices().to_vec())
+        .join()
+        .unwrap();
+    assert_eq!(
+        (first.indices(), indices.as_slice()),
+        (&[0, 1, 2, 3][..], &[4, 5, 6, 7][..])
+    );
+    drop(epoch);
+    assert_eq!(first.len(), 4, "the batch outlives its epoch");
+    drop(first);
+    // The batch that outlived its epoch went home to the loader with the others.
+    let mut again = loader.epoch(&sampler, 0, 1).unwrap();
+    assert_eq!(again.next_batch().unwrap().unwrap().indices(), [0, 1, 2, 3]);
+}
+
+#[test]
+fn a_loop_that_holds_every_buffer_gets_a_timeout_that_says_so() {
+    let options = LoaderOptions {
+        timeout: Duration::from_millis(300),
+        ..options(1, 1)
+    };
+    let mut loader = Loader::new(Synthetic::new(16, 8, 8, 3), Augment::eval(4), options).unwrap();
+    let sampler = ElasticSampler::new(16, 4);
+    let mut epoch = loader.epoch(&sampler, 0, 1).unwrap();
+    // One thread and one batch ahead: two buffers, both held here.
+    let held = [epoch.next_batch().unwrap(), epoch.next_batch().unwrap()];
+    let err = epoch.next_batch().unwrap_err();
+    assert!(matches!(err, Error::Timeout { step: 2, .. }), "{err}");
+    assert!(
+        err.to_string().contains("holds every batch buffer"),
+        "{err}"
+    );
+    drop(held);
+}

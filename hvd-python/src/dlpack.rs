@@ -243,6 +243,10 @@ fn row_major(shape: &[usize], strides: &[i64]) -> bool {
 /// (freed, once the device's queued work is done, when the consumer lets it go).
 enum Owned {
     Host(#[allow(dead_code, reason = "held for its memory, read through the tensor")] AlignedBytes),
+    /// Memory lent by its owner (a loader's batch), given back when the consumer is done.
+    Lent(
+        #[allow(dead_code, reason = "held for its memory, read through the tensor")] Box<dyn Send>,
+    ),
     Device(
         #[allow(dead_code, reason = "held for its memory, read through the tensor")] DeviceBlock,
     ),
@@ -289,6 +293,23 @@ pub(crate) fn export(
         device_id: 0,
     };
     make_capsule(py, dtype, shape, data, device, Owned::Host(bytes))
+}
+
+/// A `dltensor` capsule of a host tensor of `dtype` and `shape` at `data`, memory that
+/// `owner` keeps valid, and writable by the consumer, until the capsule and every
+/// tensor made from it are gone; `owner` is dropped then.
+pub(crate) fn export_lent(
+    py: Python<'_>,
+    dtype: DType,
+    shape: &[usize],
+    data: *mut c_void,
+    owner: Box<dyn Send>,
+) -> PyResult<Py<PyAny>> {
+    let device = DLDevice {
+        device_type: CPU,
+        device_id: 0,
+    };
+    make_capsule(py, dtype, shape, data, device, Owned::Lent(owner))
 }
 
 /// A `dltensor` capsule that owns `block` as a CUDA tensor of `dtype` and `shape` on the

@@ -13,6 +13,7 @@ mod elastic;
 mod errors;
 mod handle;
 mod job;
+mod loader;
 mod memory;
 mod rounds;
 mod stall;
@@ -63,6 +64,7 @@ fn _hvd(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(collectives::reducescatter_async, m)?)?;
     m.add_function(wrap_pyfunction!(collectives::barrier, m)?)?;
     m.add_function(wrap_pyfunction!(collectives::join, m)?)?;
+    m.add_class::<loader::PyLoader>()?;
     m.add_function(wrap_pyfunction!(stall::comm_seconds, m)?)?;
     m.add_function(wrap_pyfunction!(stall::data_wait_begin, m)?)?;
     m.add_function(wrap_pyfunction!(stall::data_wait_end, m)?)?;

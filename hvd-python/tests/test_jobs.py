@@ -61,3 +61,9 @@ def test_a_rank_whose_data_is_slow_is_named_in_every_epochs_report(run_job, tmp_
         assert f"rank {rank}: data_stall ok" in out, out
     # Rank 0's line, logged as a warning: far more than 5 % of the epoch is lost.
     assert "data-bound" in out and "rank 2 waited for data" in out, out
+
+
+def test_the_native_data_loader_gives_every_sample_once_as_tensors_of_its_own_buffers(run_job):
+    code, out = run_job("data_loader")
+    assert code == 0, out
+    assert "rank 0: data loader ok" in out and "rank 1: data loader ok" in out, out

@@ -1,6 +1,8 @@
 //! A batch as the loader hands it over: a buffer the decode threads filled, on loan to
 //! the training loop until it is dropped, then filled again.
 
+use std::sync::Arc;
+
 use super::queue::Queue;
 
 /// One buffer's contents; the loader keeps a fixed set of them and reuses them.
@@ -29,15 +31,18 @@ impl BatchBuffer {
 }
 
 /// This rank's share of one step: `len()` images as one `len × 3 × size × size` block
-/// of `f32`s (NCHW) and their labels. Dropping it gives its buffer back to the loader.
+/// of `f32`s (NCHW) and their labels. Dropping it gives its buffer back to the loader;
+/// while it is held, its buffer is one fewer for the decode threads to fill ahead.
+/// It owns what it needs (it may be sent to another thread, or outlive its epoch), so a
+/// framework can take its memory as a tensor without a copy.
 #[derive(Debug)]
-pub struct Batch<'e> {
+pub struct Batch {
     pub(crate) buffer: Option<BatchBuffer>,
-    pub(crate) queue: &'e Queue,
+    pub(crate) queue: Arc<Queue>,
     pub(crate) side: usize,
 }
 
-impl Batch<'_> {
+impl Batch {
     fn buffer(&self) -> &BatchBuffer {
         self.buffer
             .as_ref()
@@ -69,6 +74,15 @@ impl Batch<'_> {
         &self.buffer().images
     }
 
+    /// The images, to change in place (or to lend to a framework as a tensor's memory).
+    pub fn images_mut(&mut self) -> &mut [f32] {
+        &mut self
+            .buffer
+            .as_mut()
+            .expect("a batch holds its buffer until dropped")
+            .images
+    }
+
     /// Each image's class.
     pub fn labels(&self) -> &[i64] {
         &self.buffer().labels
@@ -86,7 +100,7 @@ impl Batch<'_> {
     }
 }
 
-impl Drop for Batch<'_> {
+impl Drop for Batch {
     fn drop(&mut self) {
         if let Some(buffer) = self.buffer.take() {
             self.queue.give_back(buffer);

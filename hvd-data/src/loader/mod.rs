@@ -5,7 +5,7 @@ mod batch;
 mod queue;
 mod worker;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
@@ -59,7 +59,8 @@ pub struct Loader {
     source: Arc<dyn Source>,
     augment: Arc<Augment>,
     options: LoaderOptions,
-    buffers: Vec<BatchBuffer>,
+    /// The buffers between epochs; an epoch takes them and gives them back when dropped.
+    buffers: Arc<Mutex<Vec<BatchBuffer>>>,
 }
 
 impl Loader {
@@ -96,7 +97,7 @@ impl Loader {
             source: Arc::new(source),
             augment: Arc::new(augment),
             options,
-            buffers: Vec::new(),
+            buffers: Arc::default(),
         })
     }
 
@@ -111,12 +112,7 @@ impl Loader {
     /// Rank `rank` of `size`'s batches from `sampler`'s place to the end of its epoch:
     /// step `k` is [`ElasticSampler::batch_ahead`]`(k, rank, size)`. The sampler must walk
     /// this loader's source.
-    pub fn epoch(
-        &mut self,
-        sampler: &ElasticSampler,
-        rank: usize,
-        size: usize,
-    ) -> Result<Epoch<'_>> {
+    pub fn epoch(&mut self, sampler: &ElasticSampler, rank: usize, size: usize) -> Result<Epoch> {
         if sampler.len() != self.source.len() {
             return Err(Error::Config {
                 name: "sampler",
@@ -135,13 +131,15 @@ impl Loader {
         }
         let threads = self.options.threads;
         let wanted = threads + self.options.prefetch;
-        self.buffers
-            .resize_with(wanted.max(self.buffers.len()), BatchBuffer::default);
+        let mut buffers =
+            std::mem::take(&mut *self.buffers.lock().unwrap_or_else(PoisonError::into_inner));
+        buffers.resize_with(wanted.max(buffers.len()), BatchBuffer::default);
         let steps = sampler.steps_left();
         let queue = Arc::new(Queue::new(
-            std::mem::take(&mut self.buffers),
+            buffers,
             steps,
             threads,
+            Arc::clone(&self.buffers),
         ));
         let job = Arc::new(Job {
             source: Arc::clone(&self.source),
@@ -155,7 +153,6 @@ impl Loader {
         let mut epoch = Epoch {
             side: self.augment.size as usize,
             timeout: self.options.timeout,
-            loader: self,
             queue: Arc::clone(&queue),
             threads: Vec::with_capacity(threads),
             next: 0,
@@ -184,10 +181,11 @@ impl Loader {
 }
 
 /// One rank's batches for the rest of an epoch, in step order. Dropping it stops the
-/// decode threads and waits for them (each finishes the sample it is on).
+/// decode threads and waits for them (each finishes the sample it is on), and gives the
+/// buffers back to the loader for the next epoch (a batch still held then follows when
+/// it is dropped).
 #[derive(Debug)]
-pub struct Epoch<'l> {
-    loader: &'l mut Loader,
+pub struct Epoch {
     queue: Arc<Queue>,
     threads: Vec<JoinHandle<()>>,
     next: usize,
@@ -197,11 +195,11 @@ pub struct Epoch<'l> {
     timeout: std::time::Duration,
 }
 
-impl Epoch<'_> {
+impl Epoch {
     /// The next step's batch, `None` after the last. An error names the step's bad sample
     /// (the step is lost; the next call goes on with the next step), or says the threads
     /// gave nothing within the timeout.
-    pub fn next_batch(&mut self) -> Result<Option<Batch<'_>>> {
+    pub fn next_batch(&mut self) -> Result<Option<Batch>> {
         if self.next >= self.steps {
             return Ok(None);
         }
@@ -211,7 +209,7 @@ impl Epoch<'_> {
         self.skipped += buffer.skipped;
         Ok(Some(Batch {
             buffer: Some(buffer),
-            queue: &self.queue,
+            queue: Arc::clone(&self.queue),
             side: self.side,
         }))
     }
@@ -227,13 +225,13 @@ impl Epoch<'_> {
     }
 }
 
-impl Drop for Epoch<'_> {
+impl Drop for Epoch {
     fn drop(&mut self) {
         self.queue.stop();
         for thread in self.threads.drain(..) {
             // A panic was already turned into an error or counted in `exited`.
             let _ = thread.join();
         }
-        self.loader.buffers = self.queue.drain();
+        self.queue.drain();
     }
 }

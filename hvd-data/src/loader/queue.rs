@@ -4,7 +4,7 @@
 //! most as many steps ahead as there are buffers.
 
 use std::collections::BTreeMap;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::batch::BatchBuffer;
@@ -21,6 +21,8 @@ pub(crate) struct Queue {
     freed: Condvar,
     /// A step was filled, or a thread exited.
     filled: Condvar,
+    /// The loader's buffers between epochs: where they go once the epoch is over.
+    home: Arc<Mutex<Vec<BatchBuffer>>>,
 }
 
 #[derive(Debug)]
@@ -31,10 +33,18 @@ struct State {
     steps: usize,
     running: usize,
     stop: bool,
+    /// The buffers went home: one given back later (a batch that outlived its epoch)
+    /// follows them.
+    drained: bool,
 }
 
 impl Queue {
-    pub fn new(buffers: Vec<BatchBuffer>, steps: usize, threads: usize) -> Self {
+    pub fn new(
+        buffers: Vec<BatchBuffer>,
+        steps: usize,
+        threads: usize,
+        home: Arc<Mutex<Vec<BatchBuffer>>>,
+    ) -> Self {
         Queue {
             state: Mutex::new(State {
                 free: buffers,
@@ -43,9 +53,11 @@ impl Queue {
                 steps,
                 running: threads,
                 stop: false,
+                drained: false,
             }),
             freed: Condvar::new(),
             filled: Condvar::new(),
+            home,
         }
     }
 
@@ -95,8 +107,18 @@ impl Queue {
     }
 
     pub fn give_back(&self, buffer: BatchBuffer) {
-        self.lock().free.push(buffer);
-        self.freed.notify_one();
+        let mut state = self.lock();
+        if state.drained {
+            drop(state);
+            self.home_buffers().push(buffer);
+        } else {
+            state.free.push(buffer);
+            self.freed.notify_one();
+        }
+    }
+
+    fn home_buffers(&self) -> MutexGuard<'_, Vec<BatchBuffer>> {
+        self.home.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// A decode thread ends (normally or by a panic).
@@ -144,12 +166,14 @@ impl Queue {
         self.freed.notify_all();
     }
 
-    /// Every buffer, once the threads have stopped, for the next epoch.
-    pub fn drain(&self) -> Vec<BatchBuffer> {
+    /// Sends every buffer home, once the threads have stopped, for the next epoch.
+    pub fn drain(&self) {
         let mut state = self.lock();
+        state.drained = true;
         let mut buffers = std::mem::take(&mut state.free);
         let done = std::mem::take(&mut state.done);
         buffers.extend(done.into_values().filter_map(Result::ok));
-        buffers
+        drop(state);
+        self.home_buffers().extend(buffers);
     }
 }

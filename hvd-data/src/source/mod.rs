@@ -49,6 +49,21 @@ pub trait Source: Send + Sync + std::fmt::Debug {
 }
 
 /// The image files a folder or shard may hold; others are ignored.
+/// A source chosen at run time (`Box<dyn Source>`) is a source.
+impl<S: Source + ?Sized> Source for Box<S> {
+    fn len(&self) -> usize {
+        (**self).len()
+    }
+
+    fn read(&self, index: usize, bytes: &mut Vec<u8>) -> Result<Sample> {
+        (**self).read(index, bytes)
+    }
+
+    fn name(&self, index: usize) -> String {
+        (**self).name(index)
+    }
+}
+
 pub(crate) fn image_encoding(extension: &str) -> Option<Encoding> {
     match extension.to_ascii_lowercase().as_str() {
         "jpg" | "jpeg" => Some(Encoding::Jpeg),

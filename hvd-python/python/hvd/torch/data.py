@@ -1,13 +1,83 @@
-"""The input side of training with hvd under PyTorch: ``instrument(loader)`` times a
-user's own ``DataLoader`` step by step and says, at the end of each epoch, how much of
-it the job lost waiting for some rank's data, and which rank (``hvd.common.data_stall``).
+"""The input side of training with hvd under PyTorch.
 
-    loader = hvd.data.instrument(torch.utils.data.DataLoader(dataset, sampler=sampler))
+- ``DataLoader``: hvd's own input pipeline (the ``hvd::data`` crate): images decoded
+  (JPEG) and augmented (random resized crop, flip, normalise) on a pool of native
+  threads, each rank its share of every step, every sample once per epoch, batches
+  handed over as torch tensors of the loader's own reused memory (DLPack, no copy).
+- ``instrument(loader)``: times a user's own ``DataLoader`` step by step and says, at
+  the end of each epoch, how much of it the job lost waiting for some rank's data, and
+  which rank (``hvd.common.data_stall``).
+
+    loader = hvd.data.DataLoader("imagenet/train", image_size=224, batch_size=64)
     for epoch in range(epochs):
-        sampler.set_epoch(epoch)
-        for images, labels in loader:
+        loader.set_epoch(epoch)
+        for images, labels in hvd.data.instrument(loader):
             ...  # forward, backward, optimizer.step()
-        print(loader.report["data_bound"])   # rank 0 has logged the epoch's line
 """
 
+import os
+
+import torch
+
+from hvd import _hvd
+from hvd.common import basics
 from hvd.common.data_stall import Instrumented, instrument  # noqa: F401
+
+
+class DataLoader:
+    """This rank's batches of a folder of class folders (``root``), of WebDataset tar
+    shards (``shards``, a list of paths) or of synthetic images (``synthetic`` =
+    (samples, width, height, classes)), as ``(images, labels)``: ``images`` a float32
+    tensor ``[n, 3, image_size, image_size]``, normalised with ImageNet's mean and
+    deviation, ``labels`` int64 ``[n]``. ``n`` is ``batch_size`` but in the epoch's
+    last step, which shares what is left between the ranks (no sample padded, repeated
+    or dropped).
+
+    The tensors are views of the loader's buffers, reused once both tensors of a batch
+    are gone: keep a batch past its step only by copying it (``images.clone()``), or
+    the loader runs short of buffers and times out saying so.
+
+    ``train`` draws a random resized crop and flip per sample (from ``seed``, the epoch
+    and the sample: the same whatever thread makes it), else a centre crop. The order
+    is reshuffled each epoch from ``shuffle_seed`` (None: in order) and ``set_epoch``,
+    alike on every rank. ``threads`` decode threads (default: this host's cores shared
+    between its ranks), ``prefetch`` batches made ahead; ``skip_bad`` skips (and
+    counts) unreadable samples instead of raising an error naming them; ``timeout``
+    bounds the wait for one batch, in seconds."""
+
+    def __init__(self, root=None, *, shards=None, synthetic=None, image_size=224,
+                 batch_size=32, train=True, shuffle_seed=0, seed=0, threads=None,
+                 prefetch=2, skip_bad=False, timeout=60.0):
+        given = [x is not None for x in (root, shards, synthetic)]
+        if sum(given) != 1:
+            raise ValueError("DataLoader: give exactly one of root, shards and synthetic")
+        if root is not None:
+            source, paths = "folder", [os.fspath(root)]
+        elif shards is not None:
+            source, paths = "shards", [os.fspath(p) for p in shards]
+        else:
+            source, paths = "synthetic", []
+        if threads is None:
+            threads = max(1, (os.cpu_count() or 1) // basics.local_size())
+        self.batch_size = batch_size
+        self.indices = []
+        self._native = _hvd.Loader(
+            source, paths, tuple(synthetic) if synthetic is not None else None,
+            image_size=image_size, batch_size=batch_size, rank=basics.rank(),
+            size=basics.size(), train=train, shuffle_seed=shuffle_seed, seed=seed,
+            threads=threads, prefetch=prefetch, skip_bad=skip_bad, timeout=float(timeout))
+
+    def set_epoch(self, epoch):
+        """Starts epoch ``epoch`` (its own shuffle) at the next iteration."""
+        self._native.set_epoch(epoch)
+
+    def __len__(self):
+        return self._native.steps()
+
+    def __iter__(self):
+        while True:
+            got = self._native.next()
+            if got is None:
+                return
+            images, labels, self.indices = got
+            yield torch.from_dlpack(images), torch.from_dlpack(labels)

@@ -1,0 +1,182 @@
+//! `hvd._hvd.Loader`: hvd's input pipeline (`hvd::data`) for Python. Each batch comes as
+//! two DLPack capsules (the images, `f32` NCHW, and the labels, `i64`) of the loader's
+//! own reused buffers, so `torch.from_dlpack` makes tensors of them without a copy; the
+//! buffer goes back to the loader when both tensors are gone.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hvd::DType;
+use hvd::data::{
+    Augment, Batch, ElasticSampler, Epoch, ImageFolder, Loader, LoaderOptions, Source, Synthetic,
+    TarShards,
+};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+
+use crate::dlpack;
+
+fn to_py(e: hvd::data::Error) -> PyErr {
+    match e {
+        hvd::data::Error::Config { .. } => PyValueError::new_err(e.to_string()),
+        _ => PyRuntimeError::new_err(e.to_string()),
+    }
+}
+
+/// A batch for Python: the images' and the labels' capsules, and the sample numbers.
+type PyBatch = (Py<PyAny>, Py<PyAny>, Vec<usize>);
+
+/// One rank's loader: its source, its sampler (every rank's alike) and the epoch it is
+/// in. Ranks take `batch_size` samples each per step, every sample once per epoch.
+#[pyclass(name = "Loader", module = "hvd._hvd")]
+#[derive(Debug)]
+pub struct PyLoader {
+    loader: Loader,
+    sampler: ElasticSampler,
+    rank: usize,
+    size: usize,
+    epoch: Option<Epoch>,
+    /// Batches handed over in the current epoch: the step before the next is done.
+    handed: usize,
+}
+
+#[pymethods]
+impl PyLoader {
+    /// `source`: `"folder"` (`paths[0]`, a folder of class folders), `"shards"` (`paths`,
+    /// WebDataset tar shards) or `"synthetic"` (`synthetic` = (samples, width, height,
+    /// classes)).
+    #[new]
+    #[pyo3(signature = (
+        source, paths, synthetic, *, image_size, batch_size, rank, size, train, shuffle_seed,
+        seed, threads, prefetch, skip_bad, timeout
+    ))]
+    #[allow(clippy::too_many_arguments, reason = "Python's keyword arguments")]
+    fn new(
+        source: &str,
+        paths: Vec<PathBuf>,
+        synthetic: Option<(usize, u32, u32, usize)>,
+        image_size: u32,
+        batch_size: usize,
+        rank: usize,
+        size: usize,
+        train: bool,
+        shuffle_seed: Option<u64>,
+        seed: u64,
+        threads: usize,
+        prefetch: usize,
+        skip_bad: bool,
+        timeout: f64,
+    ) -> PyResult<Self> {
+        let source: Box<dyn Source> = match (source, paths.as_slice(), synthetic) {
+            ("folder", [root], _) => Box::new(ImageFolder::open(root).map_err(to_py)?),
+            ("shards", [_, ..], _) => Box::new(TarShards::open(&paths).map_err(to_py)?),
+            ("synthetic", _, Some((n, w, h, classes))) => {
+                Box::new(Synthetic::new(n, w, h, classes))
+            }
+            _ => {
+                return Err(PyValueError::new_err(format!(
+                    "source {source:?} with {} paths: give a folder (one path), shards (one \
+                     path or more) or synthetic (samples, width, height, classes)",
+                    paths.len()
+                )));
+            }
+        };
+        if batch_size == 0 || size == 0 || rank >= size {
+            return Err(PyValueError::new_err(format!(
+                "batch_size {batch_size}, rank {rank} of {size}: a batch needs a sample, and \
+                 the rank must be below the size"
+            )));
+        }
+        if !(timeout.is_finite() && timeout > 0.0) {
+            return Err(PyValueError::new_err(format!(
+                "timeout {timeout}: a number of seconds above 0"
+            )));
+        }
+        let augment = if train {
+            Augment::train(image_size)
+        } else {
+            Augment::eval(image_size)
+        };
+        let options = LoaderOptions {
+            threads,
+            prefetch,
+            seed,
+            skip_bad,
+            timeout: Duration::from_secs_f64(timeout),
+        };
+        let len = source.len();
+        let loader = Loader::new(source, augment, options).map_err(to_py)?;
+        Ok(PyLoader {
+            loader,
+            sampler: ElasticSampler::new(len, batch_size * size).seed(shuffle_seed),
+            rank,
+            size,
+            epoch: None,
+            handed: 0,
+        })
+    }
+
+    /// Starts epoch `epoch` from its first step (its own shuffle).
+    fn set_epoch(&mut self, epoch: u64) {
+        self.epoch = None;
+        self.sampler.set_epoch(epoch);
+    }
+
+    /// Steps in a whole epoch (the same on every rank).
+    fn steps(&self) -> usize {
+        self.sampler.len().div_ceil(self.sampler.global_batch())
+    }
+
+    /// The samples of the source.
+    fn samples(&self) -> usize {
+        self.sampler.len()
+    }
+
+    /// The next step's batch as (images capsule, labels capsule, sample numbers), or
+    /// None at the end of the epoch (the next call starts the same epoch again unless
+    /// `set_epoch` moved it on). Waits without the GIL.
+    fn next(&mut self, py: Python<'_>) -> PyResult<Option<PyBatch>> {
+        if self.epoch.is_none() {
+            if self.sampler.epoch_done() {
+                self.sampler.set_epoch(self.sampler.epoch());
+            }
+            self.epoch = Some(
+                self.loader
+                    .epoch(&self.sampler, self.rank, self.size)
+                    .map_err(to_py)?,
+            );
+            self.handed = 0;
+        } else if self.handed > 0 {
+            // Asking for the next batch says the previous step is done.
+            self.sampler.advance();
+        }
+        let epoch = self.epoch.as_mut().expect("started above");
+        let Some(batch) = py.detach(|| epoch.next_batch()).map_err(to_py)? else {
+            self.epoch = None;
+            return Ok(None);
+        };
+        self.handed += 1;
+        export(py, batch).map(Some)
+    }
+}
+
+/// The batch's images and labels as capsules that share it.
+fn export(py: Python<'_>, mut batch: Batch) -> PyResult<PyBatch> {
+    let shape = batch.shape();
+    let indices = batch.indices().to_vec();
+    let images = batch.images_mut().as_mut_ptr();
+    let labels = batch.labels().as_ptr().cast_mut();
+    let len = batch.len();
+    // The batch is not read or written from Rust again: its memory is the tensors'.
+    let shared = Arc::new(batch);
+    let images = dlpack::export_lent(
+        py,
+        DType::F32,
+        &shape,
+        images.cast(),
+        Box::new(Arc::clone(&shared)),
+    )?;
+    let labels = dlpack::export_lent(py, DType::I64, &[len], labels.cast(), Box::new(shared))?;
+    Ok((images, labels, indices))
+}

@@ -1,0 +1,65 @@
+"""hvd.torch.data.DataLoader over hvd's native loader: every sample once per epoch across
+the ranks, tensors of the loader's own reused buffers (no copy), a small model trained
+on it with DistributedOptimizer, and bad settings refused by name."""
+import torch
+
+import hvd.torch as hvd
+
+hvd.init()
+rank, size = hvd.rank(), hvd.size()
+SAMPLES, BATCH, SIDE, THREADS, PREFETCH = 42, 4, 16, 2, 2
+
+loader = hvd.data.DataLoader(synthetic=(SAMPLES, 24, 20, 3), image_size=SIDE,
+                             batch_size=BATCH, threads=THREADS, prefetch=PREFETCH,
+                             shuffle_seed=7)
+steps = -(-SAMPLES // (BATCH * size))
+assert len(loader) == steps, (len(loader), steps)
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * SIDE * SIDE, 3))
+optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.01),
+                                     named_parameters=model.named_parameters())
+hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+
+pointers, orders = set(), []
+for epoch in range(2):
+    loader.set_epoch(epoch)
+    seen, batches = [], 0
+    for images, labels in hvd.data.instrument(loader, log=False):
+        assert images.dtype == torch.float32 and labels.dtype == torch.int64
+        assert images.shape[1:] == (3, SIDE, SIDE) and images.shape[0] == labels.shape[0]
+        assert bool(torch.isfinite(images).all()) and bool(((0 <= labels) & (labels < 3)).all())
+        pointers.add(images.data_ptr())
+        seen += loader.indices
+        batches += 1
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(images), labels)
+        loss.backward()
+        optimizer.step()
+        assert torch.isfinite(loss)
+    assert batches == steps, (batches, steps)
+    everyone = sum(hvd.allgather_object(seen), [])
+    assert sorted(everyone) == list(range(SAMPLES)), sorted(everyone)
+    orders.append(everyone)
+assert orders[0] != orders[1], "each epoch has its own shuffle"
+# Every batch was a view of one of the loader's few buffers, not a copy of its own: one
+# buffer each (threads + prefetch), and one more for the epoch's last batch, which the
+# loop's variables still hold when the next epoch starts.
+assert len(pointers) <= THREADS + PREFETCH + 1, pointers
+
+for bad, message in [(dict(batch_size=0), "batch_size 0"),
+                     (dict(threads=0), "LoaderOptions::threads"),
+                     (dict(timeout=-1), "timeout -1")]:
+    try:
+        hvd.data.DataLoader(synthetic=(8, 8, 8, 2), image_size=4, **bad)
+    except ValueError as e:
+        assert message in str(e), (message, str(e))
+    else:
+        raise AssertionError(f"{bad} was accepted")
+try:
+    hvd.data.DataLoader("/nonexistent/folder", image_size=4)
+except RuntimeError as e:
+    assert "/nonexistent/folder" in str(e), str(e)
+else:
+    raise AssertionError("a missing folder was accepted")
+print(f"rank {rank}: data loader ok", flush=True)
