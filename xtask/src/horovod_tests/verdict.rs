@@ -113,30 +113,6 @@ const HOROVODS_OWN_SKIPS: [(&str, &str, &str); 8] = [
     ),
 ];
 
-/// Tests of ranks that disagree, which expect TensorFlow's FailedPreconditionError in
-/// their graph-mode run too.
-const GRAPH_MISMATCH_TESTS: [&str; 11] = [
-    "test_horovod_allreduce_error",
-    "test_horovod_allreduce_type_error",
-    "test_horovod_allgather_error",
-    "test_horovod_allgather_type_error",
-    "test_horovod_broadcast_error",
-    "test_horovod_broadcast_type_error",
-    "test_horovod_broadcast_rank_error",
-    "test_horovod_alltoall_type_error",
-    "test_horovod_alltoall_rank_error",
-    "test_horovod_reducescatter_error",
-    "test_horovod_reducescatter_type_error",
-];
-
-/// What they fail with there: the error of hvd's graph op, a `tf.py_function`.
-const GRAPH_MISMATCH_FAILURE: [&str; 2] = ["UnknownError: Graph execution error", "HorovodBatch"];
-
-const GRAPH_MISMATCH_WHY: &str = "in a graph, ranks that disagree raise UnknownError (with \
-     hvd's MismatchError and message), not FailedPreconditionError: hvd's graph ops are \
-     tf.py_function calls, whose errors TensorFlow classes by Python's built-in exceptions \
-     only (eagerly, the test's own half, they raise FailedPreconditionError)";
-
 /// Tests whose own code is Keras 2's, judged in the run under Keras 3 (they run under
 /// tf_keras in the `-tf_keras` run): the test, what its failure says, and why.
 const KERAS2_CODE: [(&str, &str, &str); 2] = [
@@ -198,12 +174,6 @@ pub(crate) fn judge(run: &str, test: &str, outcome: &Outcome) -> Verdict {
             if MUON_SWEEPS.contains(&test) && message.contains(MUON_FAILURE) =>
         {
             Verdict::Excused(MUON_WHY)
-        }
-        Outcome::Same(Kind::Failed, message)
-            if GRAPH_MISMATCH_TESTS.contains(&test)
-                && GRAPH_MISMATCH_FAILURE.iter().all(|m| message.contains(m)) =>
-        {
-            Verdict::Excused(GRAPH_MISMATCH_WHY)
         }
         Outcome::Same(Kind::Failed, message) if run == KERAS3_RUN => KERAS2_CODE
             .iter()
@@ -272,7 +242,8 @@ mod tests {
     }
 
     #[test]
-    fn tensorflows_graph_mismatches_and_keras2_code_are_excused_only_where_listed() {
+    fn keras2_code_is_excused_only_where_listed_and_graph_errors_never() {
+        // A graph's mismatch raises FailedPreconditionError (hvd's status op), as Horovod's.
         let graph = Outcome::Same(
             Kind::Failed,
             "tensorflow.python.framework.errors_impl.UnknownError: Graph execution error: \
@@ -281,7 +252,7 @@ mod tests {
         );
         assert!(matches!(
             judge("tensorflow", "test_horovod_allreduce_error", &graph),
-            Verdict::Excused(_)
+            Verdict::Unexpected(_)
         ));
         assert!(matches!(
             judge("tensorflow", "test_horovod_allreduce_cpu", &graph),
