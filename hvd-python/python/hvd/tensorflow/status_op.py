@@ -40,9 +40,12 @@ def _cache_dir():
 def _build(compiler, flags, target):
     """Compiles the op into ``target``, atomically (ranks on one host may build at
     once); returns why it could not, or None."""
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    fd, partial = tempfile.mkstemp(suffix=".so", dir=os.path.dirname(target))
-    os.close(fd)
+    try:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        fd, partial = tempfile.mkstemp(suffix=".so", dir=os.path.dirname(target))
+        os.close(fd)
+    except OSError as e:
+        return f"cannot write the op to {os.path.dirname(target)} (set HVD_CACHE_DIR): {e}"
     command = [compiler, "-shared", "-fPIC", "-O2", "-w", *tf.sysconfig.get_compile_flags(),
                _SOURCE, "-o", partial, *tf.sysconfig.get_link_flags()]
     try:
