@@ -87,7 +87,7 @@ pub enum TimeUnit {
 /// to the clock to make a deadline.
 const MAX_DURATION: std::time::Duration = std::time::Duration::from_secs(10 * 365 * 24 * 3600);
 
-/// Parses a duration: a number with an optional unit (`ms`, `s`, `m`, `h`), at most ten
+/// Parses a duration: a number with an optional unit (`us`, `ms`, `s`, `m`, `h`), at most ten
 /// years; a bare number is in `bare` units. `name` is what the value came from, for the
 /// error message.
 pub fn parse_duration(name: &str, value: &str, bare: TimeUnit) -> Result<std::time::Duration> {
@@ -109,6 +109,7 @@ pub fn parse_duration(name: &str, value: &str, bare: TimeUnit) -> Result<std::ti
     let (number, unit) = text.split_at(split);
     let number: f64 = number.parse().map_err(|_| bad())?;
     let seconds_per_unit = match (unit.trim(), bare) {
+        ("us" | "\u{b5}s", _) => 1e-6,
         ("", TimeUnit::Milliseconds) | ("ms", _) => 1e-3,
         ("", TimeUnit::Seconds) | ("s", _) => 1.0,
         ("m" | "min", _) => 60.0,
@@ -162,6 +163,10 @@ mod tests {
         assert_eq!(
             parse_duration("x", "250ms", s).unwrap(),
             Duration::from_millis(250)
+        );
+        assert_eq!(
+            parse_duration("x", "50us", s).unwrap(),
+            Duration::from_micros(50)
         );
         assert_eq!(
             parse_duration("HVD_CYCLE_TIME", "soon", ms)

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use hvd_core::units::parse_bytes_in;
+use hvd_core::units::{TimeUnit, parse_bytes_in, parse_duration};
 use hvd_core::{Error, Result, env};
 
 /// Longest job id accepted, so that a handshake stays small and bounded.
@@ -91,6 +91,7 @@ impl TcpConfig {
     /// | `HVD_START_TIMEOUT` (alias `HOROVOD_START_TIMEOUT`) | `start_timeout` | seconds, e.g. `30` or `2.5` |
     /// | `HVD_TCP_TIMEOUT`, else the job's `HVD_TIMEOUT` (alias `HOROVOD_GLOO_TIMEOUT_SECONDS`) | `op_timeout` | seconds |
     /// | `HVD_TCP_SMALL_BYTES` | `small_bytes` | a byte size such as `65536` or `64K` |
+    /// | `HVD_TCP_BUSY_POLL` | `busy_poll` | a duration such as `50us`, `1ms` or `1h` (a bare number is in milliseconds); `0` sleeps at once |
     ///
     /// A malformed value is an [`Error::Config`] that names the variable, the value and
     /// the accepted form.
@@ -126,6 +127,10 @@ impl TcpConfig {
             config.small_bytes =
                 parse_bytes_in("HVD_TCP_SMALL_BYTES", &value, 0..=MAX_SMALL_BYTES)?;
         }
+        if let Some(value) = var("HVD_TCP_BUSY_POLL") {
+            let polling = parse_duration("HVD_TCP_BUSY_POLL", &value, TimeUnit::Milliseconds)?;
+            config.busy_poll = Some(polling);
+        }
         Ok(config)
     }
 }
@@ -152,8 +157,10 @@ mod tests {
             ("HVD_START_TIMEOUT", "2.5"),
             ("HVD_TCP_TIMEOUT", "10"),
             ("HVD_TCP_SMALL_BYTES", "128K"),
+            ("HVD_TCP_BUSY_POLL", "50us"),
         ])
         .unwrap();
+        assert_eq!(config.busy_poll, Some(Duration::from_micros(50)));
         assert_eq!(config.interface.as_deref(), Some("eth1"));
         assert_eq!(config.job_id, "job-7");
         assert_eq!(config.start_timeout, Duration::from_millis(2500));
@@ -182,6 +189,10 @@ mod tests {
                 // Beyond what a deadline can hold: refused, not a panic when waiting starts.
                 ("HVD_TCP_TIMEOUT", "100000000000"),
                 "invalid value \"100000000000\" for HVD_TCP_TIMEOUT: expected a duration such as 1.5, 500ms, 30s, 5m or 1h (a bare number is in seconds), at most ten years",
+            ),
+            (
+                ("HVD_TCP_BUSY_POLL", "always"),
+                "invalid value \"always\" for HVD_TCP_BUSY_POLL: expected a duration such as 1.5, 500ms, 30s, 5m or 1h (a bare number is in milliseconds), at most ten years",
             ),
             (
                 ("HVD_TCP_SMALL_BYTES", "lots"),

@@ -142,3 +142,31 @@ fn a_silent_peer_times_out_naming_it() {
         "rank 0: broadcast of tensor 'w' timed out after 300ms waiting for rank 1 (frame 0 from rank 1 has not arrived)"
     );
 }
+
+#[test]
+fn a_poll_longer_than_the_timeout_still_times_out() {
+    let groups: Vec<TcpCollective> = connect_all(2, |_| {
+        let mut config = TcpConfig::default();
+        config.op_timeout = Duration::from_millis(300);
+        // Poll "forever", as HVD_TCP_BUSY_POLL=1h does on a busy host.
+        config.busy_poll = Some(Duration::from_secs(3600));
+        config
+    })
+    .into_iter()
+    .map(Result::unwrap)
+    .collect();
+    let mut x = vec![0u8; 100];
+    let started = std::time::Instant::now();
+    let err = groups[0]
+        .broadcast(&mut [TensorMut::from_slice("w", &mut x)], 1)
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "rank 0: broadcast of tensor 'w' timed out after 300ms waiting for rank 1 (frame 0 from rank 1 has not arrived)"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+}

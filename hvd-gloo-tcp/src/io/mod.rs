@@ -240,15 +240,18 @@ impl EventLoop {
         quiet_since: Instant,
     ) -> Result<(), Box<Fault>> {
         let deadline = quiet_since + self.op_timeout;
-        let spin_until = Instant::now() + self.polling.busy;
+        // A poll as long as the timeout or longer still ends at the deadline.
+        let spin_until = Instant::now()
+            .checked_add(self.polling.busy)
+            .unwrap_or(deadline);
         loop {
             let now = Instant::now();
-            let timeout = if now < spin_until {
-                Duration::ZERO
-            } else if now < deadline {
-                deadline - now
-            } else {
+            let timeout = if now >= deadline {
                 return Err(self.timeout(call, peers).into());
+            } else if now < spin_until {
+                Duration::ZERO
+            } else {
+                deadline - now
             };
             match self.poll.poll(&mut self.events, Some(timeout)) {
                 Ok(()) => {}
