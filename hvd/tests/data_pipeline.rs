@@ -37,32 +37,3 @@ fn the_loader_goes_on_from_the_place_the_elastic_state_restored() {
         assert_eq!(epoch.next_batch().unwrap().unwrap().indices(), expected);
     }
 }
-
-/// The README's example of the input pipeline, kept here so that it compiles.
-#[allow(dead_code)]
-fn readme_example() -> Result<(), Box<dyn std::error::Error>> {
-    use hvd::data::{ImageFolder, Source};
-
-    let (rank, size) = (0, 4); // hvd.rank(), hvd.size()
-    let source = ImageFolder::open("imagenet/train")?; // train/<class>/<image>.jpg
-    let mut sampler = ElasticSampler::new(source.len(), 256).seed(Some(42)); // global batch
-    let options = LoaderOptions {
-        threads: 4,
-        prefetch: 2,
-        ..Default::default()
-    };
-    let mut loader = Loader::new(source, Augment::train(224), options)?;
-    for epoch in 0..90 {
-        sampler.set_epoch(epoch);
-        let mut batches = loader.epoch(&sampler, rank, size)?;
-        while let Some(batch) = batches.next_batch()? {
-            let images = batch.images(); // [n, 3, 224, 224] f32, NCHW
-            let labels = batch.labels(); // [n] i64
-            let _ = (images, labels);
-            // forward, backward, allreduce (weight the gradients by n: the epoch's last
-            // step is short)
-            sampler.advance();
-        }
-    }
-    Ok(())
-}

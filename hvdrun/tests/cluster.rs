@@ -230,7 +230,7 @@ fn a_hosts_ranks_killed_are_named_by_every_survivor_and_hvdrun() {
         "kill-host",
         // Over TCP alone: within a host, a survivor's shared-memory group cannot yet
         // carry a loss from across hosts, so a neighbour that exits on its error is
-        // named instead of the killed host (see the README's status).
+        // named instead of the killed host (see the book's development chapter).
         &["HVD_TCP_TIMEOUT=10", "HVD_HIERARCHICAL_ALLREDUCE=0"],
     );
     let stderr = text(&out.stderr);

@@ -25,7 +25,7 @@ pub struct SyntheticArgs {
     #[arg(long, default_value_t = 32)]
     pub batch_size: usize,
     /// Simulated compute (forward + backward) of one batch in milliseconds. Default: the
-    /// model's published single-GPU throughput on a Tesla P100 (see the README).
+    /// model's published single-GPU throughput on a Tesla P100 (see the book's performance chapter).
     #[arg(long)]
     pub compute_ms: Option<f64>,
     /// Multiply the compute time by this (0.33 for a GPU three times faster than a P100).
