@@ -2,7 +2,9 @@
 //! training loop runs the current one, and hands them over in order.
 
 mod batch;
+mod meter;
 mod queue;
+mod tune;
 mod worker;
 
 use std::sync::{Arc, Mutex, PoisonError};
@@ -13,11 +15,15 @@ use hvd_core::sampler::ElasticSampler;
 
 pub use batch::Batch;
 use batch::BatchBuffer;
+use meter::DecodeMeter;
+pub use meter::DecodeRate;
 use queue::Queue;
+pub use tune::{Load, TuneLimits, Tuning, plan};
 use worker::Job;
 
 use crate::augment::Augment;
 use crate::source::Source;
+use crate::stall::StepTimes;
 use crate::{Error, Result};
 
 /// How the loader runs.
@@ -61,6 +67,7 @@ pub struct Loader {
     options: LoaderOptions,
     /// The buffers between epochs; an epoch takes them and gives them back when dropped.
     buffers: Arc<Mutex<Vec<BatchBuffer>>>,
+    meter: Arc<DecodeMeter>,
 }
 
 impl Loader {
@@ -98,6 +105,7 @@ impl Loader {
             augment: Arc::new(augment),
             options,
             buffers: Arc::default(),
+            meter: Arc::default(),
         })
     }
 
@@ -107,6 +115,69 @@ impl Loader {
 
     pub fn augment(&self) -> &Augment {
         &self.augment
+    }
+
+    /// The settings the next epoch runs with.
+    pub fn options(&self) -> &LoaderOptions {
+        &self.options
+    }
+
+    /// What the decode threads made, and their time on it, since the last call (or the
+    /// loader's creation).
+    pub fn take_decode_rate(&self) -> DecodeRate {
+        self.meter.take()
+    }
+
+    /// Sets the next epochs' threads and prefetch from the decode rate measured since
+    /// the last call and from `steps` (a [`StepClock`](crate::StepClock)'s, over the same
+    /// epoch): the step's time when its batch is ready is its wall time less its wait
+    /// for data. Logs the choice, and a warning when the rank's share of the host's
+    /// cores cannot keep up whatever it does. `None` (nothing changed) until both an
+    /// image and a step were measured.
+    pub fn autotune(&mut self, steps: &[StepTimes], limits: TuneLimits) -> Option<Tuning> {
+        let rate = self.take_decode_rate();
+        let (per_image, batch_images) = (rate.seconds_per_image()?, rate.batch_images()?);
+        if steps.is_empty() {
+            return None;
+        }
+        let fed: f64 = steps.iter().map(|s| (s.wall - s.data).max(0.0)).sum();
+        let load = Load {
+            seconds_per_image: per_image,
+            batch_images,
+            step_seconds: fed / steps.len() as f64,
+            batch_bytes: batch_images.ceil() as usize * self.augment.sample_len() * 4,
+        };
+        let tuning = plan(load, limits);
+        self.options.threads = tuning.threads;
+        self.options.prefetch = tuning.prefetch;
+        if tuning.keeps_up() {
+            tracing::info!(
+                threads = tuning.threads,
+                prefetch = tuning.prefetch,
+                capacity = tuning.capacity,
+                demand = tuning.demand,
+                "input pipeline tuned"
+            );
+        } else {
+            tracing::warn!(
+                "this host cannot decode fast enough for this rank whatever the loader \
+                 does: a step takes {:.3} s and a batch of {:.0} images {:.3} s on one \
+                 thread, so {} threads are needed and {} are this rank's share ({} cores, \
+                 {} ranks on the host): {:.0} images/s made for {:.0} wanted, about {:.0} % \
+                 of each step waiting for data",
+                load.step_seconds,
+                load.batch_images,
+                load.batch_images * load.seconds_per_image,
+                tuning.threads_needed,
+                limits.cores_per_rank(),
+                limits.cores,
+                limits.local_ranks,
+                tuning.capacity,
+                tuning.demand,
+                tuning.expected_data_bound() * 100.0
+            );
+        }
+        Some(tuning)
     }
 
     /// Rank `rank` of `size`'s batches from `sampler`'s place to the end of its epoch:
@@ -149,6 +220,7 @@ impl Loader {
             size,
             seed: self.options.seed,
             skip_bad: self.options.skip_bad,
+            meter: Arc::clone(&self.meter),
         });
         let mut epoch = Epoch {
             side: self.augment.size as usize,

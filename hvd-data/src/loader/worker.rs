@@ -3,10 +3,12 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
+use std::time::Instant;
 
 use hvd_core::sampler::ElasticSampler;
 
 use super::batch::BatchBuffer;
+use super::meter::DecodeMeter;
 use super::queue::Queue;
 use crate::augment::{Augment, Resample};
 use crate::decode::decode;
@@ -23,6 +25,7 @@ pub(crate) struct Job {
     pub size: usize,
     pub seed: u64,
     pub skip_bad: bool,
+    pub meter: Arc<DecodeMeter>,
 }
 
 /// A thread's buffers, reused from sample to sample.
@@ -69,6 +72,7 @@ fn fill(
         let start = buffer.images.len();
         buffer.images.resize(start + sample_len, 0.0);
         let out = &mut buffer.images[start..];
+        let began = Instant::now();
         let loaded = catch_unwind(AssertUnwindSafe(|| load(job, index, scratch, out)))
             .unwrap_or_else(|panic| {
                 *scratch = Scratch::default();
@@ -80,6 +84,7 @@ fn fill(
             });
         match loaded {
             Ok(label) => {
+                job.meter.image(began.elapsed());
                 buffer.labels.push(label);
                 buffer.indices.push(index);
             }
@@ -91,6 +96,7 @@ fn fill(
             Err(error) => return Err(error),
         }
     }
+    job.meter.batch();
     Ok(())
 }
 
