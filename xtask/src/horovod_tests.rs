@@ -175,6 +175,35 @@ pub(crate) fn locate(given: Option<PathBuf>, root: &Path) -> Result<PathBuf, Str
     ))
 }
 
+/// An error unless the suite at `suite` can run `files`: each file is there, and, for
+/// any but `test_torch.py`, its `run.sh` takes the file to run (`FILE`). An older copy of
+/// the suite has PyTorch's file alone and a runner that would run it whatever was asked.
+fn check_files(suite: &Path, files: &[TestFile]) -> Result<(), String> {
+    let runner = std::fs::read_to_string(suite.join("run.sh"))
+        .map_err(|e| format!("{}: {e}", suite.join("run.sh").display()))?;
+    for file in files {
+        let path = suite.join("upstream/test/parallel").join(file.file);
+        if !path.is_file() {
+            return Err(format!(
+                "horovod-tests: the suite at {} has no {} (an older copy, with PyTorch's file \
+                 only?); --files {} needs it",
+                suite.display(),
+                path.display(),
+                file.name
+            ));
+        }
+        if file.file != "test_torch.py" && !runner.contains("FILE") {
+            return Err(format!(
+                "horovod-tests: {} does not take FILE (an older runner, which runs \
+                 test_torch.py whatever is asked); --files {} needs a newer suite",
+                suite.join("run.sh").display(),
+                file.name
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Runs `run.sh <mode>`, showing its output as it comes; returns the lines it printed.
 fn run_part(
     suite: &Path,
@@ -277,6 +306,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let options = Options::parse(args)?;
     let root = workspace_root();
     let suite = locate(options.suite.clone(), &root)?;
+    check_files(&suite, &options.files)?;
     let venv = python::venv();
     python::ready(&venv).map_err(|why| {
         format!(
@@ -375,6 +405,32 @@ pub fn run(args: &[String]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_suite_without_the_file_or_a_runner_that_takes_it_is_refused() {
+        let suite = std::env::temp_dir().join(format!("hvd-suite-check-{}", std::process::id()));
+        let parallel = suite.join("upstream/test/parallel");
+        std::fs::create_dir_all(&parallel).unwrap();
+        std::fs::write(
+            suite.join("run.sh"),
+            "TEST=$UP/test/parallel/test_torch.py\n",
+        )
+        .unwrap();
+        std::fs::write(parallel.join("test_torch.py"), "").unwrap();
+        let tensorflow = FILES[1];
+        assert!(check_files(&suite, &FILES[..1]).is_ok());
+        let err = check_files(&suite, &[tensorflow]).unwrap_err();
+        assert!(
+            err.contains("has no") && err.contains("test_tensorflow.py"),
+            "{err}"
+        );
+        std::fs::write(parallel.join("test_tensorflow.py"), "").unwrap();
+        let err = check_files(&suite, &[tensorflow]).unwrap_err();
+        assert!(err.contains("does not take FILE"), "{err}");
+        std::fs::write(suite.join("run.sh"), "TEST=$UP/test/parallel/${FILE}\n").unwrap();
+        assert!(check_files(&suite, &[tensorflow]).is_ok());
+        std::fs::remove_dir_all(&suite).unwrap();
+    }
 
     #[test]
     fn a_missing_suite_says_where_it_looked_and_how_to_point_elsewhere() {
