@@ -57,8 +57,10 @@ def run_job():
         pytest.fail("hvdrun is not installed: install the hvd wheel (hvd-python/build-wheel)")
 
     def run(name, np=2, launcher_args=(), env=None, args=()):
-        command = [launcher, *launcher_args, "-np", str(np), sys.executable,
-                   os.path.join(JOBS, f"{name}.py"), *args]
+        # Importing TensorFlow and Keras on a loaded machine (load 17 on 2 cores) took
+        # past hvdrun's default 30 s before the ranks reached hvd.init().
+        command = [launcher, "--start-timeout", "120", *launcher_args, "-np", str(np),
+                   sys.executable, os.path.join(JOBS, f"{name}.py"), *args]
         done = subprocess.run(command, capture_output=True, text=True, timeout=300,
                               env={**os.environ, **(env or {})})
         return done.returncode, done.stdout + done.stderr
