@@ -56,6 +56,11 @@ pub enum Command {
     /// Draw `cargo xtask bench-peers --json`'s measurements as an SVG figure: bus
     /// bandwidth against message size for hvd and each peer, one panel per rank count.
     Plot(crate::plot::PlotArgs),
+    /// How much throughput real JPEG input costs against synthetic input at 1, 2 and 4
+    /// ranks (compute slept, gradients allreduced): PyTorch's DataLoader and hvd's
+    /// loader, their capacity, the demand, hvd::data_stall's data-bound share, and the
+    /// gap modelled at 32 and 128 ranks.
+    DataGap(crate::data_gap::DataGapArgs),
 }
 
 /// Options of `hvd-bench autotune`.
@@ -128,7 +133,8 @@ impl Command {
             | Command::Autotune(_)
             | Command::Synthetic(_)
             | Command::Model(_)
-            | Command::Plot(_) => None,
+            | Command::Plot(_)
+            | Command::DataGap(_) => None,
         }
     }
 

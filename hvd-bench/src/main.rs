@@ -5,12 +5,14 @@
 //! hvd-bench allgather --np 4 --sizes 64M --json
 //! hvd-bench runtime --np 2
 //! hvd-bench synthetic --model resnet101 --np 1,2,4 --fusion on,off
+//! hvd-bench data-gap --np 1,2,4 --json
 //! hvd-bench plot --input bench-peers.jsonl --output bench-peers.svg
 //! ```
 
 mod args;
 mod autotune;
 mod buffers;
+mod data_gap;
 mod device;
 mod figure;
 mod fusion;
@@ -60,6 +62,9 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
     }
     if let Command::Plot(args) = &cli.command {
         return plot::run(args).map(|()| ExitCode::SUCCESS);
+    }
+    if let Command::DataGap(args) = &cli.command {
+        return data_gap::run(args, launched).map(|()| ExitCode::SUCCESS);
     }
     if let Command::Synthetic(args) = &cli.command {
         return synthetic::run(args, launched).map(|()| ExitCode::SUCCESS);

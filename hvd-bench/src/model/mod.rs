@@ -12,7 +12,7 @@
 //! paper's setups: 128 P100s on 25 GbE.
 
 mod plot;
-mod ring;
+pub(crate) mod ring;
 mod schedule;
 
 use std::collections::{BTreeMap, BTreeSet};
