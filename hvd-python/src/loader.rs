@@ -9,11 +9,12 @@ use std::time::Duration;
 
 use hvd::DType;
 use hvd::data::{
-    Augment, Batch, ElasticSampler, Epoch, ImageFolder, Loader, LoaderOptions, Source, Synthetic,
-    TarShards,
+    Augment, Batch, ElasticSampler, Epoch, ImageFolder, Loader, LoaderOptions, Source, StepTimes,
+    Synthetic, TarShards, TuneLimits,
 };
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 use crate::dlpack;
 
@@ -126,6 +127,39 @@ impl PyLoader {
     /// Steps in a whole epoch (the same on every rank).
     fn steps(&self) -> usize {
         self.sampler.len().div_ceil(self.sampler.global_batch())
+    }
+
+    /// Chooses the next epochs' threads and prefetch from the decode rate measured since
+    /// the last call and `steps` (`data, comm, wall` seconds, three numbers a step), this
+    /// host's cores shared by `local_ranks`: a dict (`threads`, `prefetch`,
+    /// `threads_needed`, `capacity`, `demand` in images a second, `keeps_up`), or None
+    /// until an image and a step were measured. Logs a warning when the host cannot keep
+    /// up.
+    fn autotune<'py>(
+        &mut self,
+        py: Python<'py>,
+        steps: Vec<f64>,
+        local_ranks: usize,
+    ) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let steps: Vec<StepTimes> = steps
+            .chunks_exact(3)
+            .map(|t| StepTimes {
+                data: t[0],
+                comm: t[1],
+                wall: t[2],
+            })
+            .collect();
+        let Some(tuning) = self.loader.autotune(&steps, TuneLimits::host(local_ranks)) else {
+            return Ok(None);
+        };
+        let out = PyDict::new(py);
+        out.set_item("threads", tuning.threads)?;
+        out.set_item("prefetch", tuning.prefetch)?;
+        out.set_item("threads_needed", tuning.threads_needed)?;
+        out.set_item("capacity", tuning.capacity)?;
+        out.set_item("demand", tuning.demand)?;
+        out.set_item("keeps_up", tuning.keeps_up())?;
+        Ok(Some(out))
     }
 
     /// The samples of the source.

@@ -1,6 +1,8 @@
 """hvd.torch.data.DataLoader over hvd's native loader: every sample once per epoch across
 the ranks, tensors of the loader's own reused buffers (no copy), a small model trained
 on it with DistributedOptimizer, and bad settings refused by name."""
+import os
+
 import torch
 
 import hvd.torch as hvd
@@ -42,6 +44,13 @@ for epoch in range(2):
     assert sorted(everyone) == list(range(SAMPLES)), sorted(everyone)
     orders.append(everyone)
 assert orders[0] != orders[1], "each epoch has its own shuffle"
+# threads given: no tuning. A loader left to choose tunes itself after an epoch.
+assert loader.tuning is None
+tuned = hvd.data.DataLoader(synthetic=(16, 24, 20, 3), image_size=SIDE, batch_size=BATCH)
+assert sum(1 for _ in tuned) == len(tuned)
+t = tuned.tuning
+assert t is not None and 1 <= t["threads"] <= max(1, os.cpu_count() // hvd.local_size()), t
+assert t["prefetch"] >= 1 and t["capacity"] > 0 and t["demand"] > 0, t
 # Every batch was a view of one of the loader's few buffers, not a copy of its own: one
 # buffer each (threads + prefetch), and one more for the epoch's last batch, which the
 # loop's variables still hold when the next epoch starts.

@@ -15,7 +15,9 @@
             ...  # forward, backward, optimizer.step()
 """
 
+import array
 import os
+import time
 
 import torch
 
@@ -43,11 +45,18 @@ class DataLoader:
     alike on every rank. ``threads`` decode threads (default: this host's cores shared
     between its ranks), ``prefetch`` batches made ahead; ``skip_bad`` skips (and
     counts) unreadable samples instead of raising an error naming them; ``timeout``
-    bounds the wait for one batch, in seconds."""
+    bounds the wait for one batch, in seconds.
+
+    ``autotune`` (on unless ``threads`` is given) sets the threads and prefetch after
+    each epoch run to its end, from the decode rate the loader measured and the step
+    time the loop took when its batch was ready (``tuning`` holds the last choice:
+    ``threads``, ``prefetch``, ``threads_needed``, ``capacity`` and ``demand`` in
+    images a second, ``keeps_up``); a warning says when this host's share of cores
+    cannot keep up whatever the loader does."""
 
     def __init__(self, root=None, *, shards=None, synthetic=None, image_size=224,
                  batch_size=32, train=True, shuffle_seed=0, seed=0, threads=None,
-                 prefetch=2, skip_bad=False, timeout=60.0):
+                 prefetch=2, skip_bad=False, timeout=60.0, autotune=None):
         given = [x is not None for x in (root, shards, synthetic)]
         if sum(given) != 1:
             raise ValueError("DataLoader: give exactly one of root, shards and synthetic")
@@ -57,8 +66,10 @@ class DataLoader:
             source, paths = "shards", [os.fspath(p) for p in shards]
         else:
             source, paths = "synthetic", []
+        self._autotune = threads is None if autotune is None else bool(autotune)
         if threads is None:
             threads = max(1, (os.cpu_count() or 1) // basics.local_size())
+        self.tuning = None
         self.batch_size = batch_size
         self.indices = []
         self._native = _hvd.Loader(
@@ -75,9 +86,16 @@ class DataLoader:
         return self._native.steps()
 
     def __iter__(self):
+        steps, previous = array.array("d"), None
         while True:
+            started = time.perf_counter()
+            if previous is not None:
+                steps.extend((previous[1], 0.0, started - previous[0]))
             got = self._native.next()
             if got is None:
-                return
+                break
+            previous = (started, time.perf_counter() - started)
             images, labels, self.indices = got
             yield torch.from_dlpack(images), torch.from_dlpack(labels)
+        if self._autotune:
+            self.tuning = self._native.autotune(list(steps), basics.local_size())
