@@ -51,6 +51,7 @@
 //! | `NEGOTIATE_<OP>` (`NEGOTIATE_ALLREDUCE`, ...) | [`Recorder::negotiate_begin`] / [`Recorder::negotiate_end`] | |
 //! | `<BACKEND>_<OP>`: `TCP_ALLREDUCE`, `TCP_BROADCAST`, `TCP_ALLGATHER`, `TCP_ALLTOALL`, `TCP_REDUCESCATTER`, `TCP_BARRIER` | [`Timeline`], backend upper-cased from `Collective::backend` | `dtype`, `shape`, `bytes` |
 //! | `MEMCPY_IN_FUSION_BUFFER`, `MEMCPY_OUT_FUSION_BUFFER` | Tensor Fusion, per tensor of a pack | `dtype`, `shape`, `bytes` |
+//! | `DATA_WAIT` | the input pipeline's step clock (`hvd::data_stall`, Python's `hvd.torch.data.instrument`), on each rank's `data` row: the wait for the next batch | |
 //!
 //! Inside `NEGOTIATE_<OP>`, [`Recorder::negotiate_rank_ready`] adds a tick (a zero-length
 //! `X` event) named after each rank as it becomes ready, as Horovod does. `CYCLE_START`
