@@ -129,6 +129,40 @@ impl PyLoader {
         self.sampler.len().div_ceil(self.sampler.global_batch())
     }
 
+    /// The loader's place, `(epoch, samples consumed)`, counting the batch last handed
+    /// over as done: what an elastic job commits after a step.
+    fn state(&self) -> (u64, u64) {
+        let mut sampler = self.sampler.clone();
+        if self.epoch.is_some() && self.handed > 0 {
+            sampler.advance();
+        }
+        let [epoch, consumed] = sampler.to_words();
+        (epoch, consumed)
+    }
+
+    /// Goes to a place `state` gave (after a rollback to the last commit); the next
+    /// batch is the step after it.
+    fn load_state(&mut self, epoch: u64, consumed: u64) {
+        self.epoch = None;
+        self.handed = 0;
+        self.sampler.set_words([epoch, consumed]);
+    }
+
+    /// This rank's place in a job of a new size (after hosts were lost or added):
+    /// every step from the current place on is cut between `size` ranks. The global
+    /// batch stays; each rank's share of it changes.
+    fn resize(&mut self, rank: usize, size: usize) -> PyResult<()> {
+        if rank >= size {
+            return Err(PyValueError::new_err(format!(
+                "rank {rank} of {size}: the rank must be below the size"
+            )));
+        }
+        let (epoch, consumed) = self.state();
+        self.load_state(epoch, consumed);
+        (self.rank, self.size) = (rank, size);
+        Ok(())
+    }
+
     /// Chooses the next epochs' threads and prefetch from the decode rate measured since
     /// the last call and `steps` (`data, comm, wall` seconds, three numbers a step), this
     /// host's cores shared by `local_ranks`: a dict (`threads`, `prefetch`,

@@ -161,13 +161,13 @@ impl Loader {
         } else {
             tracing::warn!(
                 "this host cannot decode fast enough for this rank whatever the loader \
-                 does: a step takes {:.3} s and a batch of {:.0} images {:.3} s on one \
+                 does: a step takes {:.3} ms and a batch of {:.0} images {:.3} ms on one \
                  thread, so {} threads are needed and {} are this rank's share ({} cores, \
                  {} ranks on the host): {:.0} images/s made for {:.0} wanted, about {:.0} % \
                  of each step waiting for data",
-                load.step_seconds,
+                load.step_seconds * 1e3,
                 load.batch_images,
-                load.batch_images * load.seconds_per_image,
+                load.batch_images * load.seconds_per_image * 1e3,
                 tuning.threads_needed,
                 limits.cores_per_rank(),
                 limits.cores,

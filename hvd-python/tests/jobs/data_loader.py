@@ -44,6 +44,20 @@ for epoch in range(2):
     assert sorted(everyone) == list(range(SAMPLES)), sorted(everyone)
     orders.append(everyone)
 assert orders[0] != orders[1], "each epoch has its own shuffle"
+# A rollback to a commit: a new loader loaded with the committed place goes on with
+# exactly the batches the first one gave after it.
+loader.set_epoch(5)
+after_commit, committed = [], None
+for step, _ in enumerate(loader):
+    if step == 1:
+        committed = loader.state_dict()
+    elif step > 1:
+        after_commit.append(list(loader.indices))
+assert committed == {"epoch": 5, "consumed": 2 * BATCH * size}, committed
+again = hvd.data.DataLoader(synthetic=(SAMPLES, 24, 20, 3), image_size=SIDE,
+                            batch_size=BATCH, threads=1, shuffle_seed=7)
+again.load_state_dict(committed)
+assert [list(again.indices) for _ in again] == after_commit
 # threads given: no tuning. A loader left to choose tunes itself after an epoch.
 assert loader.tuning is None
 tuned = hvd.data.DataLoader(synthetic=(16, 24, 20, 3), image_size=SIDE, batch_size=BATCH)

@@ -82,6 +82,19 @@ class DataLoader:
         """Starts epoch ``epoch`` (its own shuffle) at the next iteration."""
         self._native.set_epoch(epoch)
 
+    def state_dict(self):
+        """The loader's place (epoch, samples consumed across the ranks), counting the
+        batch last handed over as done: keep it in an elastic state at each commit."""
+        epoch, consumed = self._native.state()
+        return {"epoch": epoch, "consumed": consumed}
+
+    def load_state_dict(self, state):
+        """Goes back to a place ``state_dict`` gave: the next iteration starts at the
+        step after it, cut between the ranks the job has now (``hvd.rank()``,
+        ``hvd.size()``), so every sample of the epoch is still seen once."""
+        self._native.resize(basics.rank(), basics.size())
+        self._native.load_state(int(state["epoch"]), int(state["consumed"]))
+
     def __len__(self):
         return self._native.steps()
 
