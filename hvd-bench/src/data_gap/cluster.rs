@@ -2,10 +2,11 @@
 //! measured steps.
 //!
 //! Each rank of a step reaches the allreduce after its data wait and compute, a time
-//! drawn from what one rank measured per step (one rank per host: each host's cores
-//! feed its own rank); the step ends when the last rank has arrived and the ring
-//! allreduce of the gradients is done (hvd-bench's cluster model's ring, on the Horovod
-//! paper's 25 GbE). A rank that is rarely late is late somewhere in almost every step
+//! drawn from what the ranks of one measured job took per step (a host of that many
+//! ranks, feeding them from its own cores; draws are independent, so the model does
+//! not know that a host's ranks stall together); the step ends when the last rank has
+//! arrived and the ring allreduce of the gradients is done (hvd-bench's cluster model's
+//! ring, on the Horovod paper's 25 GbE). A rank that is rarely late is late somewhere in almost every step
 //! of a large job: the mean of the largest of n draws is what turns a few % at one rank
 //! into tens of % at 128.
 
@@ -133,7 +134,7 @@ fn paint(area: &Area<'_>, series: &[Series], subtitle: &str) -> Result<(), DrawE
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(SeriesLabelPosition::LowerRight)
         .label_font(figure::legend())
         .margin(14)
         .background_style(WHITE)

@@ -15,7 +15,7 @@ const SCRIPT: &str = include_str!("torch_loader.py");
 pub const PYTHON_ENV: &str = "HVD_BENCH_PYTHON";
 
 /// The Python to try: `--python`, else `HVD_BENCH_PYTHON`, else the project's virtual
-/// environment in the user's cache, else `python3` on the path.
+/// environment (`HVD_VENV`, else `~/.cache/hvd-venv`), else `python3` on the path.
 pub fn candidate(flag: Option<&Path>) -> PathBuf {
     if let Some(path) = flag {
         return path.to_path_buf();
@@ -23,11 +23,15 @@ pub fn candidate(flag: Option<&Path>) -> PathBuf {
     if let Some(path) = std::env::var_os(PYTHON_ENV) {
         return path.into();
     }
-    if let Some(home) = std::env::var_os("HOME") {
-        let venv = Path::new(&home).join(".cache/hvd-venv/bin/python");
-        if venv.is_file() {
-            return venv;
-        }
+    // The project's virtual environment, where its Python tests run: HVD_VENV, else
+    // ~/.cache/hvd-venv.
+    let venv = std::env::var_os("HVD_VENV")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/hvd-venv")));
+    if let Some(python) = venv.map(|v| v.join("bin/python"))
+        && python.is_file()
+    {
+        return python;
     }
     "python3".into()
 }
