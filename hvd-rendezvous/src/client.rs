@@ -242,9 +242,7 @@ impl Store for TcpStore {
                         return Ok(value);
                     }
                     if wait >= left {
-                        return Err(Error::Store(format!(
-                            "timed out after {timeout:?} waiting for key '{key}': no rank has set it"
-                        )));
+                        return Err(hvd_core::store::timeout_error(key, timeout));
                     }
                 }
                 other => return Err(unexpected(self.addr, other)),

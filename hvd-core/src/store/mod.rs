@@ -69,8 +69,8 @@ pub(crate) fn parse_counter(key: &str, bytes: &[u8]) -> Result<i64> {
         })
 }
 
-/// The message of a `get` that ran out of time.
-pub(crate) fn timeout_error(key: &str, timeout: Duration) -> crate::Error {
+/// The error of a `get` that ran out of time, the same from every store.
+pub fn timeout_error(key: &str, timeout: Duration) -> crate::Error {
     crate::Error::Store(format!(
         "timed out after {timeout:?} waiting for key '{key}': no rank has set it"
     ))
