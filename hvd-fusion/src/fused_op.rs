@@ -3,7 +3,8 @@
 
 use hvd_core::{Collective, DType, Reduction, Result, TensorMut, kernels};
 
-/// A batched operation that [`Fusion`](crate::Fusion) packs.
+/// The two batched calls of hvd-core's `Collective` that [`Fusion`](crate::Fusion)
+/// packs, with the arguments the packing code needs, so one code path runs both.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum FusedOp {
     Allreduce(Reduction),

@@ -11,7 +11,8 @@ use hvd_core::DType;
 /// straddle one at the start. Also a multiple of every dtype's size.
 pub(crate) const ALIGN: usize = 64;
 
-/// What the plan needs to know about one tensor of a batch.
+/// What the plan needs to know about one tensor of a batch (not an operation: a batch
+/// is of one [`FusedOp`](crate::fused_op::FusedOp)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Item {
     /// `bytes` bytes of `dtype` in memory the fusion buffer is on (the host's, or the

@@ -84,14 +84,9 @@ impl ResponseCache {
     /// Remembers a response if it can be reused: a successful data collective that every
     /// rank took part in. When full, first frees the least recently used eighth.
     pub fn insert(&mut self, response: &Response, requests: &[Option<Request>]) {
-        let reusable = matches!(
-            response.kind,
-            OpKind::Allreduce
-                | OpKind::Allgather
-                | OpKind::Broadcast
-                | OpKind::Alltoall
-                | OpKind::Reducescatter
-        ) && response.outcome.is_ok()
+        let data = |op| op != hvd_core::OpKind::Barrier;
+        let reusable = matches!(response.kind, OpKind::Collective(op) if data(op))
+            && response.outcome.is_ok()
             && requests.iter().all(Option::is_some);
         if self.capacity == 0 || !reusable {
             return;

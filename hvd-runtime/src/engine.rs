@@ -413,7 +413,7 @@ impl Engine {
         if joined {
             // A joined rank takes part in every cached allreduce with zeros.
             for slot in 0..self.cache.slots() {
-                if self.cache.kind(slot) == Some(OpKind::Allreduce) {
+                if self.cache.kind(slot) == Some(OpKind::ALLREDUCE) {
                     flags[FLAGS + slot] = 1;
                 }
             }

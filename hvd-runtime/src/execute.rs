@@ -8,17 +8,17 @@ use hvd_core::{Device, DeviceBuffer, Error, Result, Tensor, TensorMut};
 use super::buffer::{AnyBuffer, RawBuffer};
 use super::compress::{narrowed, widen_into};
 use super::engine::Engine;
-use super::request::{BatchKey, Name};
+use super::request::{BatchKey, Name, Op};
 use super::response::{Plan, Response};
-use super::work::{Control, InPlace, Resized, ResizedOp, Work};
+use super::work::{Control, InPlace, Resized, Work};
 
-/// One agreed response with what this rank has for it.
+/// One agreed response paired with what this rank submitted for it (not an operation of
+/// its own: the plan's [`Op`] says which).
 enum Item {
     Batched(Batched),
     Resized {
         name: Name,
         plan: Arc<Plan>,
-        op: ResizedOp,
         tensor: Box<dyn Resized>,
     },
     Control {
@@ -61,18 +61,13 @@ impl Memory {
 
 impl Item {
     /// Pairs `plan` with this rank's `work` for it; `None` when there is nothing to run
-    /// here (a joined rank takes part in allreduces only).
+    /// here (a joined rank takes part in allreduces only). The plan's op says how a
+    /// batched item batches: every rank's request was of this rank's kind, or the
+    /// response is an error.
     fn new(name: Name, plan: Arc<Plan>, work: Option<Work>) -> Option<Item> {
-        let (key, tensor) = match work {
-            Some(Work::InPlace { op, tensor }) => (op.key(), Memory::Caller(tensor)),
-            Some(Work::Resized { op, tensor }) => {
-                return Some(Item::Resized {
-                    name,
-                    plan,
-                    op,
-                    tensor,
-                });
-            }
+        let tensor = match work {
+            Some(Work::InPlace(tensor)) => Memory::Caller(tensor),
+            Some(Work::Resized(tensor)) => return Some(Item::Resized { name, plan, tensor }),
             Some(Work::Control(control)) => {
                 return Some(Item::Control {
                     name,
@@ -80,11 +75,14 @@ impl Item {
                     control,
                 });
             }
-            None => {
-                let zeros = RawBuffer::zeroed(plan.dtype, &plan.shape);
-                (plan.op.batch_key()?, Memory::Zeros(zeros))
+            None if plan.op.batch_key().is_some() => {
+                Memory::Zeros(RawBuffer::zeroed(plan.dtype, &plan.shape))
             }
+            None => return None,
         };
+        // A tensor without a batch key is dropped, which fails its caller (see
+        // `Completion`): a fault in the engine, not in the program.
+        let key = plan.op.batch_key()?;
         Some(Item::Batched(Batched {
             key,
             name,
@@ -161,6 +159,20 @@ fn device_memory<'a>(name: &str, buffer: &'a dyn AnyBuffer) -> Result<DeviceBuff
     })
 }
 
+/// The error for a plan that does not fit what this rank submitted: negotiation makes
+/// every rank's requests agree, so only a fault in the engine gets here.
+fn paired_wrongly(rank: usize, name: &str, op: &Op, submitted: &str) -> Error {
+    Error::invalid(
+        rank,
+        op.kind().name(),
+        name,
+        format!(
+            "the agreed {} does not fit this rank's {submitted}",
+            op.kind()
+        ),
+    )
+}
+
 impl Engine {
     /// Runs `responses` in order; consecutive allreduces with one reduction, and
     /// consecutive broadcasts from one root, on one device, go to the stack as one batch
@@ -196,12 +208,7 @@ impl Engine {
         while let Some(item) = items.next() {
             self.trace.recorder.queue_end(item.name());
             let result = match item {
-                Item::Resized {
-                    name,
-                    plan,
-                    op,
-                    tensor,
-                } => self.run_resized(&name, &plan, op, tensor),
+                Item::Resized { name, plan, tensor } => self.run_resized(&name, &plan, tensor),
                 Item::Control { plan, control, .. } => self.run_control(&plan, control),
                 Item::Batched(first) => {
                     let mut batch = vec![first];
@@ -251,28 +258,24 @@ impl Engine {
     }
 
     /// Runs a collective whose result is a new tensor through the stack.
-    fn run_resized(
-        &mut self,
-        name: &str,
-        plan: &Plan,
-        op: ResizedOp,
-        tensor: Box<dyn Resized>,
-    ) -> Result<()> {
+    fn run_resized(&mut self, name: &str, plan: &Plan, tensor: Box<dyn Resized>) -> Result<()> {
         let me = self.rank;
         let stack = self.stack.collective();
         let n = stack.topology().size();
         let row = plan.row_elements();
         let rest: Vec<usize> = plan.shape.iter().skip(1).copied().collect();
         let with_rows = |rows: usize| [&[rows][..], &rest].concat();
-        match op {
-            ResizedOp::Allgather => {
+        match &plan.op {
+            Op::Allgather => {
                 let counts: Vec<usize> = plan.rows.iter().map(|r| r * row).collect();
                 let shape = with_rows(plan.rows.iter().sum());
                 tensor.run(&shape, Vec::new(), &mut |i, o| {
                     stack.allgather(&input(name, i)?, &mut view(name, o)?, &counts)
                 })
             }
-            ResizedOp::Alltoall { splits } => {
+            Op::Alltoall { .. } => {
+                // Every rank's splits, agreed: this rank's are its own request's.
+                let splits = plan.splits.get(me).map_or(&[][..], Vec::as_slice);
                 let send: Vec<usize> = splits.iter().map(|r| r * row).collect();
                 let received: Vec<usize> = plan
                     .splits
@@ -285,7 +288,7 @@ impl Engine {
                     stack.alltoall(&input(name, i)?, &send, &mut view(name, o)?, &recv)
                 })
             }
-            ResizedOp::Reducescatter { reduction } => {
+            &Op::Reducescatter { reduction } => {
                 let rows = plan.shape.first().copied().unwrap_or(1);
                 let counts: Vec<usize> = (0..n).map(|r| scatter_rows(rows, n, r) * row).collect();
                 let shape = with_rows(scatter_rows(rows, n, me));
@@ -293,6 +296,7 @@ impl Engine {
                     stack.reducescatter(&input(name, i)?, &mut view(name, o)?, &counts, reduction)
                 })
             }
+            other => Err(paired_wrongly(me, name, other, "a new tensor")),
         }
     }
 
@@ -303,17 +307,23 @@ impl Engine {
             // all reached it.
             Control::Barrier(slot) => slot.complete(Ok(())),
             Control::Join(slot) => slot.complete(Ok(plan.last_joined)),
-            Control::AddProcessSet {
-                members,
-                registry,
-                slot,
-            } => {
+            Control::AddProcessSet { registry, slot } => {
+                let Op::AddProcessSet { members } = &plan.op else {
+                    let err = paired_wrongly(self.rank, "", &plan.op, "add_process_set");
+                    slot.complete(Err(err.clone()));
+                    return Err(err);
+                };
                 // A split that failed leaves this rank's transport in doubt: the job stops.
-                let added = registry.add(&members);
+                let added = registry.add(members);
                 slot.complete(added.clone());
                 added?;
             }
-            Control::RemoveProcessSet { id, registry, slot } => {
+            Control::RemoveProcessSet { registry, slot } => {
+                let &Op::RemoveProcessSet { id } = &plan.op else {
+                    let err = paired_wrongly(self.rank, "", &plan.op, "remove_process_set");
+                    slot.complete(Err(err.clone()));
+                    return Err(err);
+                };
                 slot.complete(registry.remove(id));
             }
         }

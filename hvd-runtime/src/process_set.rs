@@ -11,10 +11,11 @@ use super::buffer::Buffer;
 use super::completion::{self, Completion, Slot};
 use super::handle::Handle;
 use super::queue::Submission;
+use super::request::Op;
 use super::set_engine::SetEngine;
 use super::stats::StatsSnapshot;
 use super::wire::MAX_NAME;
-use super::work::{Control, InPlaceOp, ResizedOp, Returns, SetRegistry, Work};
+use super::work::{Control, Returns, SetRegistry, Work};
 
 /// A group of ranks that runs collectives together: the whole job (what [`crate::Hvd`]
 /// derefs to) or a subset made with [`crate::Hvd::add_process_set`].
@@ -132,10 +133,11 @@ impl ProcessSet {
     fn submit_tensor<B: Buffer, T>(
         &self,
         name: &str,
-        op: &'static str,
+        op: Op,
         tensor: B,
         make: impl FnOnce(B, Completion<T>) -> Work,
     ) -> Result<Handle<T>> {
+        let op_name = op.kind().name();
         let (dtype, shape, device) = (tensor.dtype(), tensor.shape(), tensor.device());
         let elements: usize = shape.iter().product();
         let bytes = match tensor.device_memory() {
@@ -145,26 +147,27 @@ impl ProcessSet {
         if elements * dtype.size() != bytes {
             return Err(Error::invalid(
                 self.global_rank,
-                op,
+                op_name,
                 name,
                 format!("shape {shape:?} does not match the {bytes} bytes of the tensor"),
             ));
         }
         let (slot, completion) = completion::slot();
         let work = make(tensor, completion);
-        let submission = Submission::new(name, work, dtype, shape, device);
+        let submission = Submission::new(name, op, work, dtype, shape, device);
         self.submit(submission, slot)
     }
 
-    /// Queues a control operation named `name`.
+    /// Queues the control operation `op` named `name`.
     fn submit_control<T>(
         &self,
         name: String,
+        op: Op,
         make: impl FnOnce(Completion<T>) -> Control,
     ) -> Result<Handle<T>> {
         let (slot, completion) = completion::slot();
         let work = Work::Control(make(completion));
-        self.submit(Submission::control(name, work), slot)
+        self.submit(Submission::control(name, op, work), slot)
     }
 
     /// Starts an allreduce of `tensor` with `op`.
@@ -219,13 +222,12 @@ impl ProcessSet {
                 ),
             ));
         }
-        let op = InPlaceOp::Allreduce {
+        let op = Op::Allreduce {
             reduction,
             compression,
         };
-        self.submit_tensor(name, "allreduce", tensor, |tensor, slot| Work::InPlace {
-            op,
-            tensor: Returns::new(tensor, slot),
+        self.submit_tensor(name, op, tensor, |tensor, slot| {
+            Work::InPlace(Returns::new(tensor, slot))
         })
     }
 
@@ -247,9 +249,8 @@ impl ProcessSet {
             tensor.device(),
             size,
         )?;
-        self.submit_tensor(name, "adasum", tensor, |tensor, slot| Work::InPlace {
-            op: InPlaceOp::Adasum,
-            tensor: Returns::new(tensor, slot),
+        self.submit_tensor(name, Op::Adasum, tensor, |tensor, slot| {
+            Work::InPlace(Returns::new(tensor, slot))
         })
     }
 
@@ -274,9 +275,8 @@ impl ProcessSet {
     /// Starts an allgather: the ranks' tensors concatenated along the first dim (which may
     /// differ between ranks).
     pub fn allgather_async<B: Buffer>(&self, name: &str, tensor: B) -> Result<Handle<B>> {
-        self.submit_tensor(name, "allgather", tensor, |tensor, slot| Work::Resized {
-            op: ResizedOp::Allgather,
-            tensor: Returns::new(tensor, slot),
+        self.submit_tensor(name, Op::Allgather, tensor, |tensor, slot| {
+            Work::Resized(Returns::new(tensor, slot))
         })
     }
 
@@ -293,9 +293,8 @@ impl ProcessSet {
     ) -> Result<Handle<B>> {
         let engine = self.engine("broadcast", name)?;
         validate::root(engine.topology.rank(), engine.topology.size(), root, name)?;
-        self.submit_tensor(name, "broadcast", tensor, |tensor, slot| Work::InPlace {
-            op: InPlaceOp::Broadcast { root },
-            tensor: Returns::new(tensor, slot),
+        self.submit_tensor(name, Op::Broadcast { root }, tensor, |tensor, slot| {
+            Work::InPlace(Returns::new(tensor, slot))
         })
     }
 
@@ -341,12 +340,11 @@ impl ProcessSet {
                 ),
             ));
         }
-        let op = ResizedOp::Alltoall {
+        let op = Op::Alltoall {
             splits: splits.to_vec(),
         };
-        self.submit_tensor(name, "alltoall", tensor, |tensor, slot| Work::Resized {
-            op,
-            tensor: Returns::new(tensor, slot),
+        self.submit_tensor(name, op, tensor, |tensor, slot| {
+            Work::Resized(Returns::new(tensor, slot))
         })
     }
 
@@ -385,11 +383,9 @@ impl ProcessSet {
             tensor.dtype(),
             reduction,
         )?;
-        self.submit_tensor(name, "reducescatter", tensor, |tensor, slot| {
-            Work::Resized {
-                op: ResizedOp::Reducescatter { reduction },
-                tensor: Returns::new(tensor, slot),
-            }
+        let op = Op::Reducescatter { reduction };
+        self.submit_tensor(name, op, tensor, |tensor, slot| {
+            Work::Resized(Returns::new(tensor, slot))
         })
     }
 
@@ -412,7 +408,8 @@ impl ProcessSet {
     fn barrier_within(&self, timeout: Option<Duration>) -> Result<()> {
         let engine = self.engine("barrier", "barrier")?;
         let n = engine.barriers.fetch_add(1, Ordering::Relaxed);
-        let handle = self.submit_control(format!("hvd.barrier.{n}"), Control::Barrier)?;
+        let handle =
+            self.submit_control(format!("hvd.barrier.{n}"), Op::Barrier, Control::Barrier)?;
         self.wait_within(handle, timeout, "barrier", "reach the barrier")
             .numbered(&engine.barriers, n)
     }
@@ -431,7 +428,7 @@ impl ProcessSet {
     }
 
     fn join_within(&self, timeout: Option<Duration>) -> Result<usize> {
-        let handle = self.submit_control("hvd.join".into(), Control::Join)?;
+        let handle = self.submit_control("hvd.join".into(), Op::Join, Control::Join)?;
         self.wait_within(handle, timeout, "join", "join")
             .into_result()
     }
@@ -475,13 +472,10 @@ impl ProcessSet {
         let op = "add_process_set";
         let engine = self.engine(op, op)?;
         let n = engine.set_additions.fetch_add(1, Ordering::Relaxed);
+        let name = format!("hvd.add_process_set.{n}");
         let members = members.to_vec();
-        let handle = self.submit_control(format!("hvd.add_process_set.{n}"), |slot| {
-            Control::AddProcessSet {
-                members,
-                registry,
-                slot,
-            }
+        let handle = self.submit_control(name, Op::AddProcessSet { members }, |slot| {
+            Control::AddProcessSet { registry, slot }
         })?;
         self.wait_within(handle, timeout, op, "call add_process_set")
             .numbered(&engine.set_additions, n)
@@ -511,10 +505,8 @@ impl ProcessSet {
         registry: Arc<dyn SetRegistry>,
     ) -> Result<()> {
         let name = format!("hvd.remove_process_set.{id}");
-        self.submit_control(name, |slot| Control::RemoveProcessSet {
-            id,
-            registry,
-            slot,
+        self.submit_control(name, Op::RemoveProcessSet { id }, |slot| {
+            Control::RemoveProcessSet { registry, slot }
         })?
         .wait()
     }

@@ -9,7 +9,7 @@ use hvd_core::{DType, Device, Error, Result};
 use rustc_hash::FxHashSet;
 
 use super::poll::{QUEUE_POLL, poll_until};
-use super::request::{Name, Request};
+use super::request::{Name, Op, Request};
 use super::work::Work;
 
 /// A burst counts as over once the queue has not grown for this share of the cycle time.
@@ -25,17 +25,25 @@ pub(crate) struct Submission {
 }
 
 impl Submission {
-    /// The submission of `work` for the tensor `name` of `dtype` and `shape` on `device`.
-    pub fn new(name: &str, work: Work, dtype: DType, shape: Vec<usize>, device: Device) -> Self {
-        let mut request = Request::new(name, work.op(), dtype, shape);
+    /// The submission of `op` for the tensor `name` of `dtype` and `shape` on `device`,
+    /// its result going to `work`.
+    pub fn new(
+        name: &str,
+        op: Op,
+        work: Work,
+        dtype: DType,
+        shape: Vec<usize>,
+        device: Device,
+    ) -> Self {
+        let mut request = Request::new(name, op, dtype, shape);
         request.device = device;
         Submission { request, work }
     }
 
     /// The submission of an operation without a tensor.
-    pub fn control(name: String, work: Work) -> Self {
+    pub fn control(name: String, op: Op, work: Work) -> Self {
         Submission {
-            request: Request::control(name, work.op()),
+            request: Request::control(name, op),
             work,
         }
     }

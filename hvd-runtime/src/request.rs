@@ -2,46 +2,44 @@
 
 use std::fmt;
 
-use hvd_core::{Compression, DType, Device, Reduction};
+use hvd_core::{Compression, DType, Device, OpKind as CollectiveKind, Reduction};
 
-/// Which collective, without its fields: for names, wire codes and the checks that only
-/// need the kind.
+/// Which operation a request is for, without its fields: for names, wire codes and the
+/// checks that only need the kind. It extends hvd-core's [`OpKind`](hvd_core::OpKind)
+/// kinds, which keep their codes, with the operations only negotiation knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum OpKind {
-    Allreduce,
-    Allgather,
-    Broadcast,
-    Alltoall,
-    Reducescatter,
-    Barrier,
+    /// An operation of the transport contract, run through the stack.
+    Collective(CollectiveKind),
     Join,
     AddProcessSet,
     RemoveProcessSet,
+    /// An allreduce that combines with Adasum (several calls of the stack).
     Adasum,
 }
 
+/// The kinds only the runtime has.
+const RUNTIME_ONLY: [OpKind; 4] = [
+    OpKind::Join,
+    OpKind::AddProcessSet,
+    OpKind::RemoveProcessSet,
+    OpKind::Adasum,
+];
+
 impl OpKind {
-    pub const ALL: [OpKind; 10] = [
-        OpKind::Allreduce,
-        OpKind::Allgather,
-        OpKind::Broadcast,
-        OpKind::Alltoall,
-        OpKind::Reducescatter,
-        OpKind::Barrier,
-        OpKind::Join,
-        OpKind::AddProcessSet,
-        OpKind::RemoveProcessSet,
-        OpKind::Adasum,
-    ];
+    pub const ALLREDUCE: OpKind = OpKind::Collective(CollectiveKind::Allreduce);
+
+    /// Every kind, in the order of their codes.
+    pub fn all() -> impl Iterator<Item = OpKind> {
+        CollectiveKind::ALL
+            .into_iter()
+            .map(OpKind::Collective)
+            .chain(RUNTIME_ONLY)
+    }
 
     pub fn name(self) -> &'static str {
         match self {
-            OpKind::Allreduce => "allreduce",
-            OpKind::Allgather => "allgather",
-            OpKind::Broadcast => "broadcast",
-            OpKind::Alltoall => "alltoall",
-            OpKind::Reducescatter => "reducescatter",
-            OpKind::Barrier => "barrier",
+            OpKind::Collective(op) => op.name(),
             OpKind::Join => "join",
             OpKind::AddProcessSet => "add_process_set",
             OpKind::RemoveProcessSet => "remove_process_set",
@@ -49,22 +47,33 @@ impl OpKind {
         }
     }
 
+    /// The byte that stands for the kind in a negotiation message: hvd-core's code for a
+    /// collective, the codes after the last of those for the rest.
     pub fn code(self) -> u8 {
-        Self::ALL.iter().position(|k| *k == self).unwrap_or(0) as u8
+        match self {
+            OpKind::Collective(op) => op.code(),
+            OpKind::Join => 7,
+            OpKind::AddProcessSet => 8,
+            OpKind::RemoveProcessSet => 9,
+            OpKind::Adasum => 10,
+        }
     }
 
     pub fn from_code(code: u8) -> Option<OpKind> {
-        Self::ALL.get(code as usize).copied()
+        Self::all().find(|kind| kind.code() == code)
     }
 
     /// Whether the first dimension may differ between ranks.
     pub fn first_dim_varies(self) -> bool {
-        matches!(self, OpKind::Allgather | OpKind::Alltoall)
+        matches!(
+            self,
+            OpKind::Collective(CollectiveKind::Allgather | CollectiveKind::Alltoall)
+        )
     }
 
     /// Whether the op can run while some ranks have joined (they contribute zeros).
     pub fn allowed_while_joined(self) -> bool {
-        matches!(self, OpKind::Allreduce | OpKind::Join)
+        matches!(self, OpKind::ALLREDUCE | OpKind::Join)
     }
 }
 
@@ -75,7 +84,8 @@ impl fmt::Display for OpKind {
 }
 
 /// The collective a request is for, with the fields only it has. Ranks must agree on
-/// all of them (see `response.rs`).
+/// all of them (see `response.rs`). Beside hvd-core's [`Operation`](hvd_core::Operation),
+/// which borrows one call's tensors, this is the owned form that ranks send each other.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Op {
     Allreduce {
@@ -110,12 +120,12 @@ pub(crate) enum Op {
 impl Op {
     pub fn kind(&self) -> OpKind {
         match self {
-            Op::Allreduce { .. } => OpKind::Allreduce,
-            Op::Allgather => OpKind::Allgather,
-            Op::Broadcast { .. } => OpKind::Broadcast,
-            Op::Alltoall { .. } => OpKind::Alltoall,
-            Op::Reducescatter { .. } => OpKind::Reducescatter,
-            Op::Barrier => OpKind::Barrier,
+            Op::Allreduce { .. } => OpKind::ALLREDUCE,
+            Op::Allgather => OpKind::Collective(CollectiveKind::Allgather),
+            Op::Broadcast { .. } => OpKind::Collective(CollectiveKind::Broadcast),
+            Op::Alltoall { .. } => OpKind::Collective(CollectiveKind::Alltoall),
+            Op::Reducescatter { .. } => OpKind::Collective(CollectiveKind::Reducescatter),
+            Op::Barrier => OpKind::Collective(CollectiveKind::Barrier),
             Op::Join => OpKind::Join,
             Op::AddProcessSet { .. } => OpKind::AddProcessSet,
             Op::RemoveProcessSet { .. } => OpKind::RemoveProcessSet,
@@ -135,7 +145,8 @@ impl Op {
     }
 }
 
-/// The stack call a batch makes.
+/// The stack call a batch makes: an [`Op`] without what may differ inside one batch
+/// (an allreduce's compression), so that neighbours compare by it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum BatchKey {
     Allreduce(Reduction),
@@ -182,5 +193,27 @@ impl Request {
     /// Rows (the first dim; 1 for a scalar).
     pub fn rows(&self) -> usize {
         self.shape.first().copied().unwrap_or(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn collectives_keep_their_core_codes_and_every_code_is_one_kind() {
+        for op in CollectiveKind::ALL {
+            assert_eq!(OpKind::Collective(op).code(), op.code());
+        }
+        let kinds: Vec<OpKind> = OpKind::all().collect();
+        for kind in &kinds {
+            assert_eq!(OpKind::from_code(kind.code()), Some(*kind), "{kind}");
+        }
+        let mut codes: Vec<u8> = kinds.iter().map(|k| k.code()).collect();
+        codes.sort();
+        codes.dedup();
+        assert_eq!(codes.len(), kinds.len(), "codes {codes:?}");
+        assert_eq!(OpKind::from_code(0), None);
+        assert_eq!(OpKind::from_code(11), None);
     }
 }

@@ -68,7 +68,7 @@ impl Tuning {
             let Ok(plan) = &response.outcome else {
                 continue;
             };
-            if response.kind != OpKind::Allreduce {
+            if response.kind != OpKind::ALLREDUCE {
                 continue;
             }
             if self.seen.contains(&response.name) {

@@ -2,7 +2,7 @@
 //! with hvd-core's wire toolkit.
 //!
 //! ```text
-//! announcement = "Hvd3" requests leaving stalled tune
+//! announcement = "Hvd4" requests leaving stalled tune
 //! requests     = count, { name dtype shape device op }
 //! device       = u8 (0: cpu | 1: cuda), u64 ordinal
 //! op           = u8 kind, then that kind's fields only
@@ -16,15 +16,16 @@
 //! huge allocation.
 
 use hvd_core::wire::{Reader, Writer};
-use hvd_core::{Compression, DType, Device, ReduceOp, Reduction, Result};
+use hvd_core::{Compression, DType, Device, OpKind as CollectiveKind, ReduceOp, Reduction, Result};
 
 use super::request::{Op, OpKind, Request};
 use crate::autotune::Params;
 
 /// Tensor names longer than this are refused.
 pub(crate) const MAX_NAME: usize = 4096;
-/// Version 3: requests carry their op's own fields only, lengths are the toolkit's.
-const MAGIC: &[u8; 4] = b"Hvd3";
+/// Version 4: op kinds are coded as hvd-core codes them, the runtime's own after them.
+/// (3: requests carry their op's own fields only, lengths are the toolkit's.)
+const MAGIC: &[u8; 4] = b"Hvd4";
 /// Bounds the leaving reason and stall names a peer can make this rank allocate.
 const MAX_TEXT: usize = 1 << 16;
 
@@ -133,18 +134,18 @@ fn decode_op(r: &mut Reader<'_>) -> Result<Op> {
             .with_postscale(r.f64("postscale")?))
     };
     Ok(match kind {
-        OpKind::Allreduce => Op::Allreduce {
+        OpKind::Collective(CollectiveKind::Allreduce) => Op::Allreduce {
             reduction: reduction(r)?,
             compression: Compression::from_code(r.u8("compression")?)
                 .ok_or_else(|| r.malformed("unknown compression"))?,
         },
-        OpKind::Reducescatter => Op::Reducescatter {
+        OpKind::Collective(CollectiveKind::Reducescatter) => Op::Reducescatter {
             reduction: reduction(r)?,
         },
-        OpKind::Broadcast => Op::Broadcast {
+        OpKind::Collective(CollectiveKind::Broadcast) => Op::Broadcast {
             root: r.usize("root")?,
         },
-        OpKind::Alltoall => Op::Alltoall {
+        OpKind::Collective(CollectiveKind::Alltoall) => Op::Alltoall {
             splits: read_usizes(r, "splits")?,
         },
         OpKind::AddProcessSet => Op::AddProcessSet {
@@ -153,8 +154,8 @@ fn decode_op(r: &mut Reader<'_>) -> Result<Op> {
         OpKind::RemoveProcessSet => Op::RemoveProcessSet {
             id: r.usize("process set id")?,
         },
-        OpKind::Allgather => Op::Allgather,
-        OpKind::Barrier => Op::Barrier,
+        OpKind::Collective(CollectiveKind::Allgather) => Op::Allgather,
+        OpKind::Collective(CollectiveKind::Barrier) => Op::Barrier,
         OpKind::Join => Op::Join,
         OpKind::Adasum => Op::Adasum,
     })
@@ -236,7 +237,7 @@ mod tests {
 
     fn op() -> impl Strategy<Value = Op> {
         (
-            0..OpKind::ALL.len(),
+            proptest::sample::select(OpKind::all().collect::<Vec<_>>()),
             0..ReduceOp::ALL.len(),
             any::<f64>(),
             0..Compression::ALL.len(),
@@ -247,18 +248,20 @@ mod tests {
                 let reduction = Reduction::new(ReduceOp::ALL[o])
                     .with_prescale(scale)
                     .with_postscale(0.5);
-                match OpKind::ALL[k] {
-                    OpKind::Allreduce => Op::Allreduce {
+                match k {
+                    OpKind::Collective(CollectiveKind::Allreduce) => Op::Allreduce {
                         reduction,
                         compression: Compression::ALL[c],
                     },
-                    OpKind::Reducescatter => Op::Reducescatter { reduction },
-                    OpKind::Broadcast => Op::Broadcast { root },
-                    OpKind::Alltoall => Op::Alltoall { splits: list },
+                    OpKind::Collective(CollectiveKind::Reducescatter) => {
+                        Op::Reducescatter { reduction }
+                    }
+                    OpKind::Collective(CollectiveKind::Broadcast) => Op::Broadcast { root },
+                    OpKind::Collective(CollectiveKind::Alltoall) => Op::Alltoall { splits: list },
                     OpKind::AddProcessSet => Op::AddProcessSet { members: list },
                     OpKind::RemoveProcessSet => Op::RemoveProcessSet { id: root },
-                    OpKind::Allgather => Op::Allgather,
-                    OpKind::Barrier => Op::Barrier,
+                    OpKind::Collective(CollectiveKind::Allgather) => Op::Allgather,
+                    OpKind::Collective(CollectiveKind::Barrier) => Op::Barrier,
                     OpKind::Join => Op::Join,
                     OpKind::Adasum => Op::Adasum,
                 }

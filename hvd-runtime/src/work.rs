@@ -6,11 +6,10 @@
 
 use std::sync::Arc;
 
-use hvd_core::{Compression, Device, Error, Reduction, Result};
+use hvd_core::{Device, Error, Result};
 
 use super::buffer::{AnyBuffer, Buffer};
 use super::completion::Completion;
-use super::request::{BatchKey, Op};
 
 /// Runs process-set changes for the global set's engine.
 pub(crate) trait SetRegistry: Send + Sync {
@@ -21,40 +20,16 @@ pub(crate) trait SetRegistry: Send + Sync {
     fn remove(&self, id: usize) -> Result<()>;
 }
 
-/// One submitted operation with its own fields and where its result goes, in the three
-/// families the engine runs differently.
+/// Where one submitted operation's result goes, in the three families the engine runs
+/// differently. The operation itself is the request's [`Op`](super::request::Op): the
+/// engine runs what the ranks agreed (the plan's), so nothing here repeats it.
 pub(crate) enum Work {
-    /// Allreduce and broadcast: batched, on the caller's tensor.
-    InPlace {
-        op: InPlaceOp,
-        tensor: Box<dyn InPlace>,
-    },
+    /// Allreduce, broadcast and Adasum: batched, on the caller's tensor.
+    InPlace(Box<dyn InPlace>),
     /// Allgather, alltoall and reducescatter: one at a time, into a new tensor.
-    Resized {
-        op: ResizedOp,
-        tensor: Box<dyn Resized>,
-    },
+    Resized(Box<dyn Resized>),
     /// Barrier, join and process-set changes: no tensor, run by the engine itself.
     Control(Control),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum InPlaceOp {
-    Allreduce {
-        reduction: Reduction,
-        compression: Compression,
-    },
-    Broadcast {
-        root: usize,
-    },
-    Adasum,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum ResizedOp {
-    Allgather,
-    Alltoall { splits: Vec<usize> },
-    Reducescatter { reduction: Reduction },
 }
 
 pub(crate) enum Control {
@@ -63,68 +38,21 @@ pub(crate) enum Control {
     Join(Completion<usize>),
     /// Answers the new set's id.
     AddProcessSet {
-        members: Vec<usize>,
         registry: Arc<dyn SetRegistry>,
         slot: Completion<usize>,
     },
     RemoveProcessSet {
-        id: usize,
         registry: Arc<dyn SetRegistry>,
         slot: Completion<()>,
     },
 }
 
-impl InPlaceOp {
-    /// What it batches by: the stack call it makes.
-    pub fn key(self) -> BatchKey {
-        match self {
-            InPlaceOp::Allreduce { reduction, .. } => BatchKey::Allreduce(reduction),
-            InPlaceOp::Broadcast { root } => BatchKey::Broadcast(root),
-            InPlaceOp::Adasum => BatchKey::Adasum,
-        }
-    }
-}
-
 impl Work {
-    /// The operation as the ranks negotiate it.
-    pub fn op(&self) -> Op {
-        match self {
-            Work::InPlace { op, .. } => match *op {
-                InPlaceOp::Allreduce {
-                    reduction,
-                    compression,
-                } => Op::Allreduce {
-                    reduction,
-                    compression,
-                },
-                InPlaceOp::Broadcast { root } => Op::Broadcast { root },
-                InPlaceOp::Adasum => Op::Adasum,
-            },
-            Work::Resized { op, .. } => match op {
-                ResizedOp::Allgather => Op::Allgather,
-                ResizedOp::Alltoall { splits } => Op::Alltoall {
-                    splits: splits.clone(),
-                },
-                ResizedOp::Reducescatter { reduction } => Op::Reducescatter {
-                    reduction: *reduction,
-                },
-            },
-            Work::Control(control) => match control {
-                Control::Barrier(_) => Op::Barrier,
-                Control::Join(_) => Op::Join,
-                Control::AddProcessSet { members, .. } => Op::AddProcessSet {
-                    members: members.clone(),
-                },
-                Control::RemoveProcessSet { id, .. } => Op::RemoveProcessSet { id: *id },
-            },
-        }
-    }
-
     /// The caller's tensor, when the operation reduces or overwrites it in place on the
     /// host.
     pub fn host_bytes(&mut self) -> Option<&mut [u8]> {
         match self {
-            Work::InPlace { tensor, .. } => {
+            Work::InPlace(tensor) => {
                 let buffer = tensor.buffer();
                 (buffer.device() == Device::Cpu).then(|| buffer.bytes_mut())
             }
@@ -134,7 +62,7 @@ impl Work {
 
     /// Hands an in-place operation's tensor back as it now is.
     pub fn succeed(self) {
-        if let Work::InPlace { tensor, .. } = self {
+        if let Work::InPlace(tensor) = self {
             tensor.finish(Ok(()));
         }
     }
@@ -142,8 +70,8 @@ impl Work {
     /// Fails the operation with `err`.
     pub fn fail(self, err: Error) {
         match self {
-            Work::InPlace { tensor, .. } => tensor.finish(Err(err)),
-            Work::Resized { tensor, .. } => tensor.fail(err),
+            Work::InPlace(tensor) => tensor.finish(Err(err)),
+            Work::Resized(tensor) => tensor.fail(err),
             Work::Control(Control::Barrier(slot) | Control::RemoveProcessSet { slot, .. }) => {
                 slot.complete(Err(err))
             }

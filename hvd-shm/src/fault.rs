@@ -66,7 +66,7 @@ impl Abort {
                 cause: format!(
                     "rank {} gave up on this rank ({rank}) during {} of tensor '{}': {}",
                     self.reporter,
-                    call.op.name(),
+                    call.op.kind().name(),
                     call.tensor,
                     self.reason.text()
                 ),
@@ -75,7 +75,7 @@ impl Abort {
         Error::PeerLost {
             rank,
             peer: self.culprit,
-            op: call.op.name(),
+            op: call.op.kind().name(),
             tensor: call.tensor.into(),
             cause: format!("reported by rank {}: {}", self.reporter, self.reason.text()),
         }
@@ -91,7 +91,7 @@ pub(crate) fn lost(rank: usize, peer: usize, pid: u32, reason: Reason, call: &Ca
     Error::PeerLost {
         rank,
         peer,
-        op: call.op.name(),
+        op: call.op.kind().name(),
         tensor: call.tensor.into(),
         cause,
     }
@@ -109,7 +109,7 @@ pub(crate) fn stuck(
     Error::PeerSilent {
         rank,
         peer,
-        op: call.op.name(),
+        op: call.op.kind().name(),
         tensor: call.tensor.into(),
         waited,
         detail: format!("its step counter is behind: at {seen}, this rank waits for {want}"),

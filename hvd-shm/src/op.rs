@@ -1,8 +1,11 @@
 //! Names of operations, for errors, and the codes by which ranks check that they run
 //! the same one.
 
-/// An operation, with the algorithm where the transport has two. Codes start at 1, so
-/// that the zeroes of a fresh segment describe no operation.
+use hvd_core::OpKind;
+
+/// hvd-core's [`OpKind`] with the allreduce split by algorithm: what a step publishes,
+/// so that ranks running different algorithms are caught. Codes start at 1, so that the
+/// zeroes of a fresh segment describe no operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Op {
     /// Allreduce of tensors copied in whole, every rank reducing all of them.
@@ -27,15 +30,15 @@ impl Op {
         Op::Barrier,
     ];
 
-    /// The operation's name in messages.
-    pub(crate) fn name(self) -> &'static str {
+    /// The operation of the transport contract this is.
+    pub(crate) fn kind(self) -> OpKind {
         match self {
-            Op::AllreduceWhole | Op::AllreduceSplit => "allreduce",
-            Op::Broadcast => "broadcast",
-            Op::Allgather => "allgather",
-            Op::Alltoall => "alltoall",
-            Op::Reducescatter => "reducescatter",
-            Op::Barrier => "barrier",
+            Op::AllreduceWhole | Op::AllreduceSplit => OpKind::Allreduce,
+            Op::Broadcast => OpKind::Broadcast,
+            Op::Allgather => OpKind::Allgather,
+            Op::Alltoall => OpKind::Alltoall,
+            Op::Reducescatter => OpKind::Reducescatter,
+            Op::Barrier => OpKind::Barrier,
         }
     }
 
@@ -52,7 +55,7 @@ impl Op {
             Some(Op::Broadcast) => format!("broadcast from root {}", code >> 8),
             Some(Op::AllreduceWhole) => "allreduce (copied whole)".into(),
             Some(Op::AllreduceSplit) => "allreduce (split in shares)".into(),
-            Some(op) => op.name().into(),
+            Some(op) => op.kind().name().into(),
             None => format!("unknown operation code {code:#x}"),
         }
     }
