@@ -5,13 +5,15 @@
 
 use std::sync::Arc;
 
+use hvd_core::layer::Layer;
 use hvd_core::{Collective, Result};
 use hvd_fusion::Fusion;
 use hvd_timeline::{Recorder, Timeline};
 
 use crate::router::Router;
 
-type Fused = Fusion<Arc<dyn Collective>>;
+/// The middleware every data collective goes down, top to bottom.
+type Layers = Timeline<Fusion<Router>>;
 
 /// The job's transports wrapped in hvd's middleware (`Timeline<Fusion<Router>>`), with
 /// handles to the layers the runtime adjusts while it runs.
@@ -22,21 +24,17 @@ type Fused = Fusion<Arc<dyn Collective>>;
 /// one's threshold.
 #[derive(Clone)]
 pub struct Stack {
-    /// The transports under the middleware; negotiation runs on the host one, bare.
-    router: Router,
-    top: Arc<dyn Collective>,
-    fusion: Arc<Fused>,
-    recorder: Arc<Recorder>,
-    /// The Fusion of the stack this one was split from, whose threshold (the job's, which
-    /// the autotuner changes) this one follows.
-    parent: Option<Arc<Fused>>,
+    top: Arc<Layers>,
+    /// The stack this one was split from, whose Fusion threshold (the job's, which the
+    /// autotuner changes) this one follows.
+    parent: Option<Arc<Layers>>,
 }
 
 impl std::fmt::Debug for Stack {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Stack")
             .field("transport", &self.top.backend())
-            .field("fusion_threshold", &self.fusion.threshold())
+            .field("fusion_threshold", &self.fusion_threshold())
             .finish()
     }
 }
@@ -53,29 +51,36 @@ impl Stack {
 
     /// Wraps the transports of `router` (a host one, and device ones).
     pub fn routed(router: Router, fusion_threshold: usize, recorder: &Arc<Recorder>) -> Stack {
-        Stack::wrap(router, fusion_threshold, recorder.clone(), None)
+        Stack::wrap(router, fusion_threshold, recorder, None)
     }
 
+    /// The one place the middleware is put together. Top to bottom: the Timeline records
+    /// every collective as a span on each of its tensors' rows; Tensor Fusion turns a
+    /// cycle's batch of small tensors into a few large collectives (and reports its
+    /// copies to the Timeline); the Router sends each call to the transport for its
+    /// tensors' memory (the facade `hvd` connects those, in its `transport::connect`).
     fn wrap(
         router: Router,
         fusion_threshold: usize,
-        recorder: Arc<Recorder>,
-        parent: Option<Arc<Fused>>,
+        recorder: &Arc<Recorder>,
+        parent: Option<Arc<Layers>>,
     ) -> Stack {
-        // Router: each call to the transport for its tensors' memory.
-        let routed: Arc<dyn Collective> = Arc::new(router.clone());
-        // Tensor Fusion: a cycle's batch of small tensors becomes a few large collectives.
-        // It reports its copies into and out of the fusion buffer to the timeline.
-        let fusion = Arc::new(Fusion::new(routed, fusion_threshold).with_tracer(recorder.clone()));
-        // Timeline: every collective as a span on each of its tensors' rows.
-        let timeline = Timeline::new(fusion.clone(), recorder.clone());
+        let top: Layers = Timeline::new(
+            Fusion::new(router, fusion_threshold).with_tracer(recorder.clone()),
+            recorder.clone(),
+        );
         Stack {
-            router,
-            top: Arc::new(timeline),
-            fusion,
-            recorder,
+            top: Arc::new(top),
             parent,
         }
+    }
+
+    fn fusion(&self) -> &Fusion<Router> {
+        Layer::inner(&*self.top)
+    }
+
+    fn router(&self) -> &Router {
+        Layer::inner(self.fusion())
     }
 
     /// The outermost layer, through which data collectives run.
@@ -85,40 +90,36 @@ impl Stack {
 
     /// The bare host transport under the middleware.
     pub fn transport(&self) -> &Arc<dyn Collective> {
-        self.router.host()
+        self.router().host()
     }
 
     /// The largest batch Fusion hands the transport in one call, in bytes.
     pub fn fusion_threshold(&self) -> usize {
-        self.fusion.threshold()
+        self.fusion().threshold()
     }
 
     /// The same stack over the sub-group of `members` (global ranks), `None` on a rank
     /// that is not one. It starts from this stack's threshold and then follows it: the
     /// process set's engine applies a change after a cycle its members agree on.
     pub fn split(&self, members: &[usize]) -> Result<Option<Stack>> {
-        let Some(sub) = self.router.split_router(members)? else {
+        let Some(sub) = self.router().split_router(members)? else {
             return Ok(None);
         };
         let threshold = self.fusion_threshold();
-        let parent = Some(self.fusion.clone());
-        Ok(Some(Stack::wrap(
-            sub,
-            threshold,
-            self.recorder.clone(),
-            parent,
-        )))
+        let parent = Some(self.top.clone());
+        let recorder = self.top.recorder();
+        Ok(Some(Stack::wrap(sub, threshold, recorder, parent)))
     }
 
     /// The threshold of the stack this one was split from, when it differs from this
     /// one's: the change the engine must have its members agree on before applying.
     pub(crate) fn followed_threshold(&self) -> Option<usize> {
-        let wanted = self.parent.as_ref()?.threshold();
+        let wanted = Layer::inner(&**self.parent.as_ref()?).threshold();
         (wanted != self.fusion_threshold()).then_some(wanted)
     }
 
     /// Changes the fusion threshold; every member must change it after the same cycle.
     pub(crate) fn set_fusion_threshold(&self, bytes: usize) {
-        self.fusion.set_threshold(bytes);
+        self.fusion().set_threshold(bytes);
     }
 }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use hvd_core::{Collective, Compression, Result};
-use hvd_runtime::{Config, Hvd, Router};
+use hvd_runtime::{Config, Hvd};
 
 use crate::{Backend, World, logging, transport};
 
@@ -124,12 +124,7 @@ impl Builder {
                 Arc::from(host)
             }
         };
-        let mut router = devices
-            .into_iter()
-            .fold(Router::new(transport), Router::with);
-        if let Some(staging) = transport::staging() {
-            router = router.with_staging(staging);
-        }
+        let router = transport::router(transport, devices);
         hvd_runtime::start(router, config, self.process_sets)
     }
 }

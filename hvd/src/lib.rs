@@ -51,8 +51,9 @@
 //! - the `hvd-bench` crate: nccl-tests-style benchmarks of every collective and of the
 //!   runtime, fusion and autotuning.
 //!
-//! The runtime builds its middleware stack, `Timeline<Fusion<transport>>`, in one place
-//! (`hvd-runtime`'s `stack.rs`).
+//! The runtime puts its middleware together, `Timeline<Fusion<Router>>`, in one place
+//! (`hvd-runtime`'s `Stack`); what is under the Router is connected in [`transport`],
+//! whose documentation draws the whole stack.
 
 // The book's Rust examples as doctests.
 #[cfg(doctest)]

@@ -1,183 +1,15 @@
-//! Choosing and connecting a transport: the one place that knows every backend.
-//!
-//! Which transport a job uses, in order: the builder's
-//! [`Builder::backend`](crate::Builder::backend); else `HVD_BACKEND` (alias
-//! `HOROVOD_CPU_OPERATIONS`); else MPI when the `mpi` feature is compiled in and mpirun
-//! started the process; else shared memory (feature `shm`, on by default) when the
-//! launcher says every rank is on this host; else the first compiled in (TCP).
-//!
-//! `nccl` (feature `nccl`) is a transport for device memory: with it, tensors in CUDA
-//! memory go over NCCL, and host tensors and negotiation over the transport the same
-//! rules pick without it.
+//! Connecting the chosen transport: the host one (within and across hosts), the device
+//! one beside it, the launcher's witness around both, and the router over them.
 
-use std::fmt;
-use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use hvd_core::{Collective, Error, PrefixStore, Result};
+use hvd_runtime::Router;
 
+use super::Backend;
 use crate::World;
 use crate::witness::LossWitness;
-
-/// The transports this build of hvd can use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Backend {
-    /// Pure-Rust TCP (feature `gloo-tcp`, on by default).
-    Tcp,
-    /// The system's MPI (feature `mpi`), for jobs started by mpirun.
-    Mpi,
-    /// Shared memory (feature `shm`, on by default), for jobs whose ranks share a host.
-    Shm,
-    /// RDMA-class fabrics through libfabric (feature `rdma`): verbs, EFA, shm, tcp.
-    Rdma,
-    /// NCCL for tensors in CUDA memory (feature `nccl`), beside the host transport the
-    /// other rules pick.
-    Nccl,
-}
-
-impl Backend {
-    /// Every backend compiled into this build.
-    pub fn compiled() -> Vec<Backend> {
-        let mut backends = Vec::new();
-        if cfg!(feature = "gloo-tcp") {
-            backends.push(Backend::Tcp);
-        }
-        if cfg!(feature = "mpi") {
-            backends.push(Backend::Mpi);
-        }
-        if cfg!(feature = "shm") {
-            backends.push(Backend::Shm);
-        }
-        if cfg!(feature = "rdma") {
-            backends.push(Backend::Rdma);
-        }
-        if cfg!(feature = "nccl") {
-            backends.push(Backend::Nccl);
-        }
-        backends
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Backend::Tcp => "tcp",
-            Backend::Mpi => "mpi",
-            Backend::Shm => "shm",
-            Backend::Rdma => "rdma",
-            Backend::Nccl => "nccl",
-        }
-    }
-
-    /// What the transport is built on, with the library's version where it has one;
-    /// an error when its library cannot be found at run time.
-    pub fn library(self) -> Result<String> {
-        match self {
-            Backend::Tcp => Ok("pure Rust sockets (no system library)".into()),
-            Backend::Shm => Ok("pure Rust shared memory in /dev/shm (no system library)".into()),
-            #[cfg(feature = "mpi")]
-            Backend::Mpi => hvd_mpi::library_version(),
-            #[cfg(feature = "rdma")]
-            Backend::Rdma => Ok(format!(
-                "libfabric, providers: {}",
-                provider_names(&hvd_rdma::providers()?)
-            )),
-            #[cfg(feature = "nccl")]
-            Backend::Nccl => hvd_nccl::describe(&hvd_nccl::NcclConfig::from_env()?),
-            #[allow(unreachable_patterns)]
-            other => Err(Error::Unsupported {
-                backend: other.name(),
-                what: "this build (its Cargo feature is off)".into(),
-            }),
-        }
-    }
-}
-
-impl fmt::Display for Backend {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-fn expected_backend() -> String {
-    let names: Vec<&str> = Backend::compiled().iter().map(|b| b.name()).collect();
-    format!(
-        "one of the backends compiled into this build: {}",
-        names.join(", ")
-    )
-}
-
-impl FromStr for Backend {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Self> {
-        let wanted = s.trim().to_ascii_lowercase();
-        Backend::compiled()
-            .into_iter()
-            .find(|b| b.name() == wanted || (wanted == "gloo" && *b == Backend::Tcp))
-            .ok_or_else(|| Error::Config {
-                name: "backend".into(),
-                value: s.into(),
-                expected: expected_backend(),
-            })
-    }
-}
-
-impl Backend {
-    /// The backend for the job the launcher's environment describes: see
-    /// [`Backend::for_world`].
-    pub fn from_env() -> Result<Backend> {
-        Backend::for_world(&World::from_env_without_store()?)
-    }
-
-    /// The backend named by `HVD_BACKEND` (alias `HOROVOD_CPU_OPERATIONS`); else MPI when
-    /// it is compiled in and an MPI launcher started `world`; else shared memory when
-    /// every rank of `world` is on this host; else the first compiled in.
-    pub fn for_world(world: &World) -> Result<Backend> {
-        match Backend::named()? {
-            Some(backend) => Ok(backend),
-            None => Backend::default_host(world),
-        }
-    }
-
-    /// The backend `HVD_BACKEND` (alias `HOROVOD_CPU_OPERATIONS`) names, if either is set.
-    pub fn named() -> Result<Option<Backend>> {
-        let named = hvd_core::env::parse_first::<Backend, _>(
-            &["HVD_BACKEND", "HOROVOD_CPU_OPERATIONS"],
-            &expected_backend(),
-        )?;
-        Ok(named.map(|(_, backend)| backend))
-    }
-
-    /// The transport for host tensors in `world`: this one, or for `nccl` (a device
-    /// transport) the one the rules pick without it.
-    pub fn host(self, world: &World) -> Result<Backend> {
-        match self {
-            Backend::Nccl => Backend::default_host(world),
-            host => Ok(host),
-        }
-    }
-
-    /// The host transport when none is named: MPI under mpirun, shared memory on one
-    /// host, else the first compiled in.
-    fn default_host(world: &World) -> Result<Backend> {
-        let compiled: Vec<Backend> = Backend::compiled()
-            .into_iter()
-            .filter(|b| *b != Backend::Nccl)
-            .collect();
-        if compiled.contains(&Backend::Mpi) && world.launched_by_mpi() {
-            return Ok(Backend::Mpi);
-        }
-        if compiled.contains(&Backend::Shm) && world.on_one_host()? {
-            return Ok(Backend::Shm);
-        }
-        compiled.first().copied().ok_or_else(|| Error::Config {
-            name: "Cargo features".into(),
-            value: "no transport".into(),
-            expected: "at least one transport feature (gloo-tcp is the default)".into(),
-        })
-    }
-}
 
 /// This process's place in the job, as `backend` needs it: MPI finds its peers through
 /// the launcher itself, so it needs no rendezvous store (`HVD_STORE_DIR`); NCCL's ranks
@@ -246,6 +78,17 @@ fn device_transport(
             Ok(Some(Box::new(nccl)))
         }
         _ => Ok(None),
+    }
+}
+
+/// The router the runtime's middleware sits on: `host` for host tensors and negotiation,
+/// `devices` (asked in this order) for device tensors, and the rest staged through host
+/// memory where this build can.
+pub(crate) fn router(host: Arc<dyn Collective>, devices: Vec<Arc<dyn Collective>>) -> Router {
+    let router = devices.into_iter().fold(Router::new(host), Router::with);
+    match staging() {
+        Some(staging) => router.with_staging(staging),
+        None => router,
     }
 }
 
@@ -405,38 +248,6 @@ fn provider_between_hosts() -> Result<String> {
         })
 }
 
-/// What this host offers the RDMA transport, in lines: libfabric's providers and the
-/// RDMA devices with their ports, or why there are none (`hvdrun --check` prints it).
-/// `None` in a build without the `rdma` feature.
-pub fn rdma_report() -> Option<Vec<String>> {
-    #[cfg(feature = "rdma")]
-    {
-        let providers = match hvd_rdma::providers() {
-            Ok(list) if list.is_empty() => "libfabric providers: none".to_string(),
-            Ok(list) => format!("libfabric providers: {}", provider_domains(&list)),
-            Err(e) => format!("libfabric providers: {e}"),
-        };
-        let devices = match hvd_rdma::devices() {
-            Ok(list) if list.is_empty() => vec!["RDMA devices: none".to_string()],
-            Ok(list) => list
-                .iter()
-                .flat_map(|d| {
-                    let ports: Vec<String> =
-                        d.ports.iter().map(|p| format!("{}: {p}", d.name)).collect();
-                    ports
-                })
-                .map(|port| format!("RDMA device {port}"))
-                .collect(),
-            Err(e) => vec![e.to_string()],
-        };
-        let mut lines = vec![providers];
-        lines.extend(devices);
-        Some(lines)
-    }
-    #[cfg(not(feature = "rdma"))]
-    None
-}
-
 /// Host staging for device tensors no transport takes (feature `nccl`): their memory
 /// through the CUDA driver, each device's with a stream of its own, made on first use
 /// (a job with no device tensors never loads the driver). `None` without the feature.
@@ -459,57 +270,4 @@ pub fn staging() -> Option<hvd_runtime::DeviceMemoryFor> {
     }
     #[cfg(not(feature = "nccl"))]
     None
-}
-
-/// What this host offers NCCL jobs: the NCCL and CUDA driver versions and the GPUs, or
-/// why it cannot run one (`hvdrun --check` prints it). `None` in a build without the
-/// `nccl` feature.
-pub fn nccl_report() -> Option<String> {
-    #[cfg(feature = "nccl")]
-    {
-        let described = hvd_nccl::NcclConfig::from_env().and_then(|c| hvd_nccl::describe(&c));
-        Some(described.unwrap_or_else(|e| e.to_string()))
-    }
-    #[cfg(not(feature = "nccl"))]
-    None
-}
-
-/// Provider names, each once, in libfabric's order.
-#[cfg(feature = "rdma")]
-fn provider_names(providers: &[hvd_rdma::Provider]) -> String {
-    let mut names: Vec<&str> = Vec::new();
-    for p in providers {
-        if !names.contains(&p.name.as_str()) {
-            names.push(&p.name);
-        }
-    }
-    names.join(", ")
-}
-
-/// Each provider once, with the domains (NICs, interfaces) it offers:
-/// `tcp;ofi_rxm (eth0, lo), shm`.
-#[cfg(feature = "rdma")]
-fn provider_domains(providers: &[hvd_rdma::Provider]) -> String {
-    let mut grouped: Vec<(&str, Vec<&str>)> = Vec::new();
-    for p in providers {
-        let at = match grouped.iter().position(|(name, _)| *name == p.name) {
-            Some(at) => at,
-            None => {
-                grouped.push((&p.name, Vec::new()));
-                grouped.len() - 1
-            }
-        };
-        let domains = &mut grouped[at].1;
-        if p.domain != p.name && !domains.contains(&p.domain.as_str()) {
-            domains.push(&p.domain);
-        }
-    }
-    let shown: Vec<String> = grouped
-        .into_iter()
-        .map(|(name, domains)| match domains.as_slice() {
-            [] => name.to_string(),
-            _ => format!("{name} ({})", domains.join(", ")),
-        })
-        .collect();
-    shown.join(", ")
 }

@@ -1,0 +1,35 @@
+//! The transports: choosing one (`choose.rs`), connecting it (`connect.rs`), and
+//! diagnosing what a host offers them (`diagnose.rs`). The one place that knows every
+//! backend.
+//!
+//! Which transport a job uses, in order: the builder's
+//! [`Builder::backend`](crate::Builder::backend); else `HVD_BACKEND` (alias
+//! `HOROVOD_CPU_OPERATIONS`); else MPI when the `mpi` feature is compiled in and mpirun
+//! started the process; else shared memory (feature `shm`, on by default) when the
+//! launcher says every rank is on this host; else the first compiled in (TCP).
+//!
+//! `nccl` (feature `nccl`) is a transport for device memory: with it, tensors in CUDA
+//! memory go over NCCL, and host tensors and negotiation over the transport the same
+//! rules pick without it.
+//!
+//! What a tensor goes down, top to bottom, and where each layer is put on:
+//!
+//! ```text
+//! Timeline            hvd-runtime, Stack::wrap: a span per tensor and collective
+//! Fusion              hvd-runtime, Stack::wrap: a cycle's batch packed into few calls
+//! Router              connect.rs, router: each call to the transport for its memory
+//! ├ LossWitness       connect.rs, witnessed (under hvdrun): tells it the lost peer
+//! │ └ Hierarchical    connect.rs, hierarchical_over (across hosts): shm within a host
+//! │   └ tcp | rdma | shm | mpi
+//! ├ LossWitness<nccl> connect.rs, device_transport: device memory (feature nccl)
+//! └ host staging      connect.rs, staging: other device memory through the host
+//! ```
+
+mod choose;
+mod connect;
+mod diagnose;
+
+pub use choose::Backend;
+pub use connect::{connect, connect_device, staging, world};
+pub(crate) use connect::{connect_start, router};
+pub use diagnose::{nccl_report, rdma_report};
