@@ -1,8 +1,10 @@
 //! Command-line arguments of hvd-bench.
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
+
 use hvd::core::units;
 
+use crate::bench_op::BenchOp;
 use crate::synthetic::SyntheticArgs;
 
 /// nccl-tests-style benchmarks of hvd's collectives.
@@ -147,38 +149,6 @@ impl Command {
             _ => self
                 .sweep()
                 .map_or((None, "tcp"), |(s, _)| (s.np, &s.backend)),
-        }
-    }
-}
-
-/// The collective a sweep measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum BenchOp {
-    Allreduce,
-    Allgather,
-    Broadcast,
-    Alltoall,
-    Reducescatter,
-}
-
-impl BenchOp {
-    pub fn name(self) -> &'static str {
-        match self {
-            BenchOp::Allreduce => "allreduce",
-            BenchOp::Allgather => "allgather",
-            BenchOp::Broadcast => "broadcast",
-            BenchOp::Alltoall => "alltoall",
-            BenchOp::Reducescatter => "reducescatter",
-        }
-    }
-
-    /// nccl-tests' bus bandwidth factor: how much of the data each rank's link carries.
-    pub fn bus_factor(self, np: usize) -> f64 {
-        let n = np as f64;
-        match self {
-            BenchOp::Allreduce => 2.0 * (n - 1.0) / n,
-            BenchOp::Allgather | BenchOp::Alltoall | BenchOp::Reducescatter => (n - 1.0) / n,
-            BenchOp::Broadcast => 1.0,
         }
     }
 }

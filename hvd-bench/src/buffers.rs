@@ -6,7 +6,7 @@ use hvd::core::{DeviceBlock, DeviceMemory};
 use hvd::{Collective, DType, Reduction, Result, Tensor, TensorMut};
 use hvd_core::conformance::{compare, values};
 
-use crate::args::BenchOp;
+use crate::bench_op::BenchOp;
 
 /// Salt of the check values, so they differ from other suites' patterns.
 const SALT: usize = 7;

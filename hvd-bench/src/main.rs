@@ -11,6 +11,7 @@
 
 mod args;
 mod autotune;
+mod bench_op;
 mod buffers;
 mod data_gap;
 mod device;
@@ -31,7 +32,8 @@ use clap::Parser;
 use hvd::{Backend, Collective, DType, ReduceOp, Reduction, transport};
 use hvdrun::{Job, JobOutcome};
 
-use args::{BenchOp, Cli, Command, Sweep};
+use args::{Cli, Command, Sweep};
+use bench_op::BenchOp;
 use measure::{Plan, measure};
 
 /// The median of a benchmark's measurements, which are never empty.

@@ -9,7 +9,7 @@ use hvd::core::DeviceMemory;
 
 use hvd::{Collective, DType, ReduceOp, Reduction, Result, TensorMut};
 
-use crate::args::BenchOp;
+use crate::bench_op::BenchOp;
 use crate::buffers::Buffers;
 
 /// Warmup and timed iterations for a size, as the MPI peer benchmark picks them.

@@ -199,7 +199,7 @@ pub fn svg(figure: &Figure) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::args::BenchOp;
+    use crate::bench_op::BenchOp;
     use crate::plot::input::Series;
 
     fn example() -> Figure {

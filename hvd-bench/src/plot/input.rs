@@ -11,7 +11,7 @@ use std::path::Path;
 
 use clap::ValueEnum;
 
-use crate::args::BenchOp;
+use crate::bench_op::BenchOp;
 use crate::jsonl::{self, Record};
 use crate::measure::busbw_gbps;
 

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::args::BenchOp;
+use crate::bench_op::BenchOp;
 use crate::figure;
 
 /// Options of `hvd-bench plot`.
