@@ -13,8 +13,8 @@ use pyo3::prelude::*;
 use crate::dlpack;
 use crate::errors::to_py;
 use crate::handle::{Pending, PyHandle, Results};
-use crate::job;
 use crate::memory::TensorMemory;
+use crate::running;
 
 /// A tensor from Python: a host tensor described by pointer (data pointer, byte length,
 /// dtype name, shape, the tensor itself, held until the operation completes), worked on
@@ -128,7 +128,7 @@ pub fn allreduce_async(
     postscale: f64,
     process_set: usize,
 ) -> PyResult<PyHandle> {
-    let set = job::process_set(process_set)?;
+    let set = running::process_set(process_set)?;
     let (memory, results) = tensor.memory(py, "allreduce")?;
     let handle = match combine(op)? {
         Combine::Reduce(op) => {
@@ -162,7 +162,7 @@ pub fn broadcast_async(
     process_set: usize,
 ) -> PyResult<PyHandle> {
     let (memory, results) = tensor.memory(py, "broadcast")?;
-    let handle = job::process_set(process_set)?
+    let handle = running::process_set(process_set)?
         .broadcast_async(name, memory, root)
         .map_err(to_py)?;
     Ok(PyHandle::new(Pending::InPlace(handle), results))
@@ -178,7 +178,7 @@ pub fn allgather_async(
     process_set: usize,
 ) -> PyResult<PyHandle> {
     let (memory, results) = tensor.memory(py, "allgather")?;
-    let handle = job::process_set(process_set)?
+    let handle = running::process_set(process_set)?
         .allgather_async(name, memory)
         .map_err(to_py)?;
     Ok(PyHandle::new(Pending::Resized(handle), results))
@@ -195,7 +195,7 @@ pub fn alltoall_async(
     process_set: usize,
 ) -> PyResult<PyHandle> {
     let (memory, results) = tensor.memory(py, "alltoall")?;
-    let handle = job::process_set(process_set)?
+    let handle = running::process_set(process_set)?
         .alltoall_async(name, memory, &splits)
         .map_err(to_py)?;
     Ok(PyHandle::new(Pending::Split(handle), results))
@@ -219,7 +219,7 @@ pub fn reducescatter_async(
         postscale,
     };
     let (memory, results) = tensor.memory(py, "reducescatter")?;
-    let handle = job::process_set(process_set)?
+    let handle = running::process_set(process_set)?
         .reducescatter_with_async(name, memory, reduction)
         .map_err(to_py)?;
     Ok(PyHandle::new(Pending::Resized(handle), results))
@@ -229,7 +229,7 @@ pub fn reducescatter_async(
 #[pyfunction]
 #[pyo3(signature = (process_set = 0))]
 pub fn barrier(py: Python<'_>, process_set: usize) -> PyResult<()> {
-    let set = job::process_set(process_set)?;
+    let set = running::process_set(process_set)?;
     let _blocked = crate::stall::Blocked::start();
     py.detach(|| set.barrier()).map_err(to_py)
 }
@@ -238,6 +238,6 @@ pub fn barrier(py: Python<'_>, process_set: usize) -> PyResult<()> {
 #[pyfunction]
 #[pyo3(signature = (process_set = 0))]
 pub fn join(py: Python<'_>, process_set: usize) -> PyResult<usize> {
-    let set = job::process_set(process_set)?;
+    let set = running::process_set(process_set)?;
     py.detach(|| set.join()).map_err(to_py)
 }

@@ -9,7 +9,7 @@ use hvd::nccl::{CudaMemory, NcclConfig};
 use pyo3::prelude::*;
 
 use crate::errors::to_py;
-use crate::job;
+use crate::running;
 
 /// The memory made for each device so far, one per process (each with a stream of its
 /// own), kept for the process's life: a step's results come from it again and again.
@@ -21,7 +21,7 @@ pub(crate) fn memory(ordinal: u32) -> PyResult<Arc<dyn DeviceMemory>> {
     if let Some((_, memory)) = made.iter().find(|(o, _)| *o == ordinal) {
         return Ok(memory.clone());
     }
-    let rank = job::current().map_or(0, |hvd| hvd.rank());
+    let rank = running::current().map_or(0, |hvd| hvd.rank());
     let config = NcclConfig::from_env().map_err(to_py)?;
     let memory: Arc<dyn DeviceMemory> = CudaMemory::new(&config, ordinal, rank).map_err(to_py)?;
     made.push((ordinal, memory.clone()));
@@ -48,7 +48,7 @@ pub(crate) fn nccl_usable() -> Result<(), String> {
 /// otherwise (a GPU job that stages its gradients runs far below NCCL's speed).
 #[pyfunction]
 pub fn device_path() -> PyResult<(&'static str, String)> {
-    let hvd = job::current()?;
+    let hvd = running::current()?;
     let (path, why) = path_of(&hvd)?;
     let rank = hvd.rank();
     match path {

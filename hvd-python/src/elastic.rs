@@ -11,7 +11,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::errors::to_py;
-use crate::job;
+use crate::running;
 
 /// The worker hvdrun started this process as, if it did (read once).
 static WORKER: OnceLock<Option<Arc<Worker>>> = OnceLock::new();
@@ -68,7 +68,7 @@ pub fn elastic_join(py: Python<'_>) -> PyResult<Option<u64>> {
     let hvd = py
         .detach(|| hvd::Builder::new().world(world).build())
         .map_err(to_py)?;
-    job::install(py, hvd);
+    running::install(py, hvd);
     Ok(Some(round))
 }
 
@@ -81,7 +81,7 @@ pub fn elastic_leave(py: Python<'_>, why: &str) -> PyResult<()> {
         PyValueError::new_err(format!("why must be 'failed' or 'updated', not {why:?}"))
     })?;
     let (round, _) = current_round()?;
-    job::shutdown(py);
+    running::end(py);
     if let Some(worker) = worker()? {
         worker.leave(round, leaving);
     }
@@ -96,7 +96,7 @@ pub fn elastic_hosts_updated(py: Python<'_>) -> PyResult<bool> {
         return Ok(false);
     };
     let (_, updates) = current_round()?;
-    let hvd = job::current()?;
+    let hvd = running::current()?;
     py.detach(|| worker.hosts_updated(&hvd, updates))
         .map_err(to_py)
 }
@@ -105,7 +105,7 @@ pub fn elastic_hosts_updated(py: Python<'_>) -> PyResult<bool> {
 /// newest commit) and that commit's count; `commits` is this rank's. Collective.
 #[pyfunction]
 pub fn elastic_newest_root(py: Python<'_>, commits: u64) -> PyResult<(usize, u64)> {
-    let hvd = job::current()?;
+    let hvd = running::current()?;
     py.detach(|| newest_root(&hvd, commits)).map_err(to_py)
 }
 

@@ -1,32 +1,12 @@
-//! The one hvd job of this Python process: started by `init`, ended by `shutdown`.
+//! The job's functions for Python: `init` and `shutdown`, topology, process sets, the
+//! Timeline. The job itself is in `running.rs`.
 
-use std::sync::{PoisonError, RwLock};
-
-use hvd::{Hvd, ProcessSet};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use crate::elastic;
 use crate::errors::to_py;
-
-static JOB: RwLock<Option<Hvd>> = RwLock::new(None);
-
-/// The running job, or the error Horovod gives before `init`.
-pub fn current() -> PyResult<Hvd> {
-    JOB.read()
-        .unwrap_or_else(PoisonError::into_inner)
-        .clone()
-        .ok_or_else(|| PyValueError::new_err("hvd has not been initialized; use hvd.init()."))
-}
-
-/// The process set with this id (0: every rank).
-pub fn process_set(id: usize) -> PyResult<ProcessSet> {
-    current()?.process_set(id).ok_or_else(|| {
-        PyValueError::new_err(format!(
-            "process set {id} does not exist (removed, or never added with add_process_set)"
-        ))
-    })
-}
+use crate::running::{current, process_set};
+use crate::{device, elastic, running};
 
 /// Joins the job the launcher started (a job of one rank without one). A second call is
 /// a no-op, as in Horovod, while the job runs; once it has ended (shut down here or by
@@ -41,9 +21,9 @@ pub fn process_set(id: usize) -> PyResult<ProcessSet> {
 #[pyo3(signature = (process_sets = Vec::new()))]
 pub fn init(py: Python<'_>, process_sets: Vec<Vec<usize>>) -> PyResult<bool> {
     let ended = {
-        let mut job = JOB.write().unwrap_or_else(PoisonError::into_inner);
+        let mut job = running::slot();
         match job.as_ref() {
-            Some(running) if running.stopped().is_none() => return Ok(false),
+            Some(hvd) if hvd.stopped().is_none() => return Ok(false),
             _ => job.take(),
         }
     };
@@ -66,11 +46,8 @@ pub fn init(py: Python<'_>, process_sets: Vec<Vec<usize>>) -> PyResult<bool> {
         .detach(|| builder(process_sets)?.build())
         .map_err(to_py)?;
     // Another thread's init that finished first keeps its job; this one is left.
-    let mut job = JOB.write().unwrap_or_else(PoisonError::into_inner);
-    if job
-        .as_ref()
-        .is_some_and(|running| running.stopped().is_none())
-    {
+    let mut job = running::slot();
+    if job.as_ref().is_some_and(|hvd| hvd.stopped().is_none()) {
         drop(job);
         py.detach(|| hvd.shutdown());
         return Ok(false);
@@ -89,34 +66,20 @@ pub fn init(py: Python<'_>, process_sets: Vec<Vec<usize>>) -> PyResult<bool> {
 fn builder(process_sets: Vec<Vec<usize>>) -> hvd::Result<hvd::Builder> {
     let builder = hvd::Builder::new().process_sets(process_sets);
     Ok(match hvd::Backend::named()? {
-        None if crate::device::nccl_usable().is_ok() => builder.backend(hvd::Backend::Nccl),
+        None if device::nccl_usable().is_ok() => builder.backend(hvd::Backend::Nccl),
         _ => builder,
     })
-}
-
-/// Makes `hvd` the running job (an elastic round's), ending any other.
-pub fn install(py: Python<'_>, hvd: Hvd) {
-    let previous = JOB
-        .write()
-        .unwrap_or_else(PoisonError::into_inner)
-        .replace(hvd);
-    if let Some(previous) = previous {
-        py.detach(|| previous.shutdown());
-    }
 }
 
 /// Leaves the job; the other ranks' pending and later collectives fail naming this rank.
 #[pyfunction]
 pub fn shutdown(py: Python<'_>) {
-    let job = JOB.write().unwrap_or_else(PoisonError::into_inner).take();
-    if let Some(hvd) = job {
-        py.detach(|| hvd.shutdown());
-    }
+    running::end(py);
 }
 
 #[pyfunction]
 pub fn is_initialized() -> bool {
-    JOB.read().unwrap_or_else(PoisonError::into_inner).is_some()
+    running::is_set()
 }
 
 /// The job's topology as (rank, size, local_rank, local_size, cross_rank, cross_size).

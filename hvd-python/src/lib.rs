@@ -16,6 +16,7 @@ mod job;
 mod loader;
 mod memory;
 mod rounds;
+mod running;
 mod stall;
 
 use pyo3::prelude::*;

@@ -10,7 +10,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::job;
+use crate::running;
 
 /// Nanoseconds spent in `wait` on handles and in barriers, since the process started.
 static BLOCKED_NS: AtomicU64 = AtomicU64::new(0);
@@ -41,7 +41,7 @@ pub fn comm_seconds() -> f64 {
 /// Timeline is off or there is no job).
 #[pyfunction]
 pub fn data_wait_begin() {
-    if let Ok(hvd) = job::current() {
+    if let Ok(hvd) = running::current() {
         let tracer = hvd.tracer();
         if tracer.enabled() {
             tracer.begin(
@@ -56,7 +56,7 @@ pub fn data_wait_begin() {
 /// Closes the span [`data_wait_begin`] opened.
 #[pyfunction]
 pub fn data_wait_end() {
-    if let Ok(hvd) = job::current() {
+    if let Ok(hvd) = running::current() {
         hvd.tracer()
             .end(hvd::data_stall::DATA_ROW, hvd::data_stall::DATA_WAIT);
     }
