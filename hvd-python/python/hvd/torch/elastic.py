@@ -13,7 +13,7 @@ from hvd.torch.functions import (
     broadcast_optimizer_state,
     broadcast_parameters,
 )
-from hvd.torch.optimizer import is_distributed
+from hvd.torch.marks import is_distributed
 
 
 class ElasticSampler(torch.utils.data.Sampler):

@@ -5,6 +5,7 @@ import torch
 
 from hvd.common import objects
 from hvd.common.process_sets import global_process_set
+from hvd.torch.marks import is_distributed
 from hvd.torch.mpi_ops import broadcast_async_, synchronize
 
 
@@ -47,7 +48,6 @@ def _initialise_state(optimizer, model):
                 p.grad = torch.zeros_like(p)
                 if isinstance(optimizer, torch.optim.SparseAdam) or id(p) in sparse:
                     p.grad = p.grad.to_sparse()
-    from hvd.torch.optimizer import is_distributed
     if is_distributed(optimizer):
         super(optimizer.__class__, optimizer).step()
     else:

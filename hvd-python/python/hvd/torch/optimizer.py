@@ -21,15 +21,6 @@ from hvd.torch.mpi_ops import (
     synchronize,
 )
 
-# Marks the classes DistributedOptimizer makes, whose base is the wrapped optimizer.
-_DISTRIBUTED = "_hvd_distributed"
-
-
-def is_distributed(optimizer):
-    """Whether ``optimizer`` was made by DistributedOptimizer."""
-    return getattr(type(optimizer), _DISTRIBUTED, False)
-
-
 def _parameter_names(param_groups, named_parameters):
     """Every parameter's name, from ``named_parameters`` (checked for duplicates and
     missing parameters) or by position."""
