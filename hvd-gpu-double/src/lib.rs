@@ -73,6 +73,7 @@ mod config;
 mod cuda;
 mod fault;
 mod handles;
+mod inject;
 mod memory;
 mod nccl;
 mod support;

@@ -11,8 +11,8 @@ use super::{
     NOT_SUPPORTED, OUT_OF_MEMORY, SUCCESS, UNKNOWN, error_text,
 };
 use crate::config::{DRIVER_VERSION, settings};
-use crate::fault;
 use crate::handles::Handles;
+use crate::inject;
 use crate::memory::{self, arena};
 use crate::trace::trace;
 
@@ -56,7 +56,7 @@ fn result(outcome: Result<(), CuResult>) -> CuResult {
 
 /// What every entry point checks first: an injected failure of this call.
 fn enter(function: &str) -> Result<(), CuResult> {
-    if fault::fails(function, None) {
+    if inject::fails(function, None) {
         return Err(UNKNOWN);
     }
     Ok(())
@@ -264,7 +264,7 @@ pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut u64, bytes: usize) -> CuResult
         if bytes == 0 {
             return Err(INVALID_VALUE);
         }
-        if fault::out_of_memory() {
+        if inject::out_of_memory() {
             return Err(OUT_OF_MEMORY);
         }
         let arena = arena().ok_or(OUT_OF_MEMORY)?;

@@ -15,7 +15,7 @@ use super::{
 };
 use crate::config::settings;
 use crate::cuda::context;
-use crate::fault;
+use crate::inject;
 use crate::memory::arena;
 use crate::trace::trace;
 
@@ -74,7 +74,7 @@ fn failed(member: Option<&Member>, failure: Failure) -> NcclResult {
 }
 
 fn injected(function: &str, rank: Option<usize>) -> Result<(), Failure> {
-    if fault::fails(function, rank) {
+    if inject::fails(function, rank) {
         return Err(Failure::new(
             SYSTEM_ERROR,
             format!("injected fault: {function} failed"),
@@ -140,7 +140,7 @@ pub unsafe extern "C" fn ncclGetVersion(version: *mut c_int) -> NcclResult {
     // SAFETY: the caller's contract.
     result(
         None,
-        unsafe { put(version, fault::nccl_version()) }.map(|()| SUCCESS),
+        unsafe { put(version, inject::nccl_version()) }.map(|()| SUCCESS),
     )
 }
 

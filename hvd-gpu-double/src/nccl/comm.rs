@@ -274,7 +274,7 @@ impl Member {
                 }
             })
             .collect();
-        host::check_devices(self.rank(), &places, crate::fault::nccl_version())?;
+        host::check_devices(self.rank(), &places, crate::inject::nccl_version())?;
         let _ = self.segment.set(segment);
         Ok(())
     }

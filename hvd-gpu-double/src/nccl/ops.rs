@@ -9,7 +9,8 @@ use super::comm::{Member, Wire, stop_failure};
 use super::reduce::{self, Dtype, RedOp};
 use super::segment::{SIG, SLOT, Segment, Stop, wait_for_all};
 use super::{Failure, INVALID_USAGE, REMOTE_ERROR, UNHANDLED_CUDA_ERROR};
-use crate::fault::{self, Stall};
+use crate::fault::Stall;
+use crate::inject;
 use crate::memory;
 
 /// One NCCL call of a group.
@@ -306,7 +307,7 @@ pub(crate) fn run(member: &Member, ops: &[Op]) {
         if member.aborted.load(Ordering::Acquire) || member.has_failed() {
             return;
         }
-        if let Some(stall) = fault::stall(member.rank()) {
+        if let Some(stall) = inject::stall(member.rank()) {
             if stall == Stall::RemoteError {
                 member.fail(Failure::new(
                     REMOTE_ERROR,
