@@ -155,8 +155,11 @@ pub fn built_transports() -> Vec<&'static str> {
         .collect()
 }
 
+/// Stops the Timeline; returns once rank 0's file holds what was recorded (a fraction
+/// of a second), without the GIL meanwhile.
 #[pyfunction]
-pub fn stop_timeline() -> PyResult<()> {
-    current()?.stop_timeline();
+pub fn stop_timeline(py: Python<'_>) -> PyResult<()> {
+    let hvd = current()?;
+    py.detach(|| hvd.stop_timeline());
     Ok(())
 }

@@ -368,9 +368,12 @@ impl Engine {
         }
         let trace_events = flags[2] == 0;
         let last = !leavers.is_empty();
-        if self.gathers_trace() && trace_events && (last || self.cycles.is_multiple_of(FLUSH_EVERY))
-        {
-            self.trace.gather(self.control.as_ref())?;
+        let flush_point = last || self.cycles.is_multiple_of(FLUSH_EVERY);
+        if self.gathers_trace() && flush_point {
+            if trace_events {
+                self.trace.gather(self.control.as_ref())?;
+            }
+            self.trace.passed_flush_point();
         }
         if last {
             Ok(Next::Stop(Error::Shutdown {

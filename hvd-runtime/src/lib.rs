@@ -71,6 +71,10 @@ use set_engine::{Registry, SetEngine};
 use timeline::Trace;
 use work::SetRegistry;
 
+/// The longest [`Hvd::stop_timeline`] waits for the recorded events to reach the file:
+/// two gatherings are 128 cycles, about a quarter of a second at the default cycle time.
+pub const STOP_TIMELINE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Starts the runtime over connected transports (a host one, and device ones routed by
 /// `router`): the global set's background thread, then the static process sets
 /// `process_sets` (ids 1, 2, ... in this order).
@@ -262,9 +266,20 @@ impl Hvd {
         self.inner.trace.recorder.set_mark_cycles(on);
     }
 
-    /// Stops recording the Timeline; what was recorded still reaches the file.
+    /// Stops recording the Timeline and returns once what was recorded is in rank 0's
+    /// file, a complete JSON array (within a few hundred cycles; [`STOP_TIMELINE_WAIT`]
+    /// at most, after which it warns and the events follow at the next gathering). Call it
+    /// on every rank, as Horovod's `stop_timeline`.
     pub fn stop_timeline(&self) {
-        self.inner.trace.stop();
+        if self.stopped().is_some() {
+            self.inner.trace.recorder.stop();
+            return;
+        }
+        if !self.inner.trace.stop(STOP_TIMELINE_WAIT) {
+            tracing::warn!(
+                "stop_timeline: the Timeline's events were not gathered into the file within {STOP_TIMELINE_WAIT:?}; they follow at the next gathering or at shutdown"
+            );
+        }
     }
 
     /// This rank's Timeline recorder as a tracer, for spans of work outside the runtime

@@ -6,7 +6,8 @@
 //! cycle), and once more when the job ends, so an idle or untraced job pays nothing.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
 
 use hvd_core::{Collective, Result};
 use hvd_timeline::{Recorder, TraceFile, align_clocks, flush};
@@ -25,6 +26,10 @@ const ALIGNMENT_ROUNDS: usize = 50;
 pub(crate) struct Trace {
     pub recorder: Arc<Recorder>,
     file: Mutex<Option<TraceFile>>,
+    /// How many gathering points (every [`FLUSH_EVERY`] cycles) the global engine has
+    /// passed, gathered or not: a caller of [`stop`](Self::stop) waits for the next ones.
+    flush_points: Mutex<u64>,
+    flush_passed: Condvar,
 }
 
 impl Trace {
@@ -41,9 +46,30 @@ impl Trace {
         Ok(())
     }
 
-    /// Stops recording; what was recorded still reaches the file at the next gathering.
-    pub fn stop(&self) {
+    /// Stops recording, then waits, at most `wait`, until what was recorded has reached
+    /// rank 0's file: until the global engine has passed two more gathering points (the
+    /// first may have begun before the stop). False when the wait ran out (the engine
+    /// stopped, or cycles are slow).
+    pub fn stop(&self, wait: Duration) -> bool {
+        let start = *self.points();
         self.recorder.stop();
+        let points = self.points();
+        let (points, timeout) = self
+            .flush_passed
+            .wait_timeout_while(points, wait, |passed| *passed < start + 2)
+            .unwrap_or_else(|e| e.into_inner());
+        drop(points);
+        !timeout.timed_out()
+    }
+
+    fn points(&self) -> MutexGuard<'_, u64> {
+        self.flush_points.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The global engine passed a gathering point (it gathered, if any rank had events).
+    pub fn passed_flush_point(&self) {
+        *self.points() += 1;
+        self.flush_passed.notify_all();
     }
 
     /// Measures this rank's clock against rank 0's (collective over `group`), so that

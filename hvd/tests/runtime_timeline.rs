@@ -96,6 +96,30 @@ fn the_timeline_can_start_and_stop_while_the_job_runs() {
     );
 }
 
+/// Once `stop_timeline` returns on every rank, rank 0's file holds everything recorded,
+/// as a whole JSON array, while the job goes on: a program can read it at once, as after
+/// Horovod's `stop_timeline`.
+#[test]
+fn the_file_is_complete_when_stop_timeline_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stopped.json");
+    job(2, config(), |hvd| {
+        hvd.start_timeline(&path).unwrap();
+        hvd.allreduce("recorded", vec![1i32], ReduceOp::Sum)
+            .unwrap();
+        hvd.stop_timeline();
+        if hvd.rank() == 0 {
+            let rows: Vec<String> = events(&path)
+                .iter()
+                .filter(|e| e["name"] == "thread_name")
+                .filter_map(|e| e["args"]["name"].as_str().map(String::from))
+                .collect();
+            assert!(rows.iter().any(|r| r == "recorded"), "{rows:?}");
+        }
+        hvd.barrier().unwrap();
+    });
+}
+
 /// Steps whose data rides the negotiation round show it on the tensor's row: a span per
 /// round this rank was ready for (5 of 8 steps ride; a round some other rank was not
 /// ready for shows too), every one closed.
