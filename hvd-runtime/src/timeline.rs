@@ -46,11 +46,14 @@ impl Trace {
         Ok(())
     }
 
-    /// Stops recording, then waits, at most `wait`, until what was recorded has reached
-    /// rank 0's file: until the global engine has passed two more gathering points (the
+    /// Stops recording, if it was, then waits, at most `wait`, until what was recorded
+    /// has reached rank 0's file: until the global engine has passed two more gathering points (the
     /// first may have begun before the stop). False when the wait ran out (the engine
     /// stopped, or cycles are slow).
     pub fn stop(&self, wait: Duration) -> bool {
+        if !self.recorder.is_started() {
+            return true;
+        }
         let start = *self.points();
         self.recorder.stop();
         let points = self.points();
