@@ -148,3 +148,17 @@ pub fn texts(svg: &str) -> Vec<&str> {
         })
         .collect()
 }
+
+/// Draws a chart's legend the one way every figure does: lower right, on white, boxed.
+pub fn draw_legend<'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
+) -> Result<(), DrawError> {
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .label_font(legend())
+        .margin(14)
+        .background_style(WHITE)
+        .border_style(RGBColor(150, 150, 150))
+        .draw()
+}

@@ -22,6 +22,7 @@ mod measure;
 mod model;
 mod plot;
 mod report;
+mod results_file;
 mod runtime;
 mod synthetic;
 

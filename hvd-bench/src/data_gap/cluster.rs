@@ -132,14 +132,7 @@ fn paint(area: &Area<'_>, series: &[Series], subtitle: &str) -> Result<(), DrawE
             .label(format!("{}, measured", s.label))
             .legend(move |(x, y)| Marker::new((x + 10, y), index, true));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .label_font(figure::legend())
-        .margin(14)
-        .background_style(WHITE)
-        .border_style(RGBColor(150, 150, 150))
-        .draw()
+    figure::draw_legend(&mut chart)
 }
 
 /// The figure, as SVG.

@@ -25,6 +25,8 @@ use hvdrun::JobOutcome;
 use dataset::DatasetSpec;
 use result::{Measured, Mode};
 
+use crate::results_file::ResultsFile;
+
 /// Options of `hvd-bench data-gap`.
 #[derive(Debug, Clone, Args)]
 pub struct DataGapArgs {
@@ -237,33 +239,16 @@ fn append(path: &Path, measured: &[Measured]) -> Result<(), String> {
     Ok(())
 }
 
-/// The file the jobs' rank 0 append to; removed when dropped.
-struct ResultsFile(PathBuf);
-
-impl Drop for ResultsFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
 fn run_jobs(
     args: &DataGapArgs,
     root: &Path,
     python: Option<&Path>,
 ) -> Result<Vec<Measured>, String> {
-    let results = ResultsFile(
-        std::env::temp_dir().join(format!("hvd-bench-data-gap-{}.jsonl", std::process::id())),
-    );
-    // create_new: never truncate, or follow a link planted at, a name in a shared /tmp.
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&results.0)
-        .map_err(|e| format!("cannot create {}: {e}", results.0.display()))?;
+    let results = ResultsFile::create("hvd-bench-data-gap", "jsonl")?;
     let python = python.map_or(String::new(), |p| p.display().to_string());
     for &np in &args.np {
         let outcome = crate::this_program_as_job(np)?
-            .env(RESULTS_ENV, results.0.display().to_string())
+            .env(RESULTS_ENV, results.path().display().to_string())
             .env(ROOT_ENV, root.display().to_string())
             .env(PYTHON_ENV, python.clone())
             .run()
@@ -272,9 +257,7 @@ fn run_jobs(
             return Err(format!("the {np}-rank job failed: {outcome}"));
         }
     }
-    let text = std::fs::read_to_string(&results.0)
-        .map_err(|e| format!("cannot read {}: {e}", results.0.display()))?;
-    text.lines().map(Measured::from_record).collect()
+    results.read()?.lines().map(Measured::from_record).collect()
 }
 
 /// The measured table (or JSON lines), the modelled rank counts, and the figure.

@@ -124,14 +124,7 @@ fn paint(area: &Area<'_>, points: &[Point]) -> Result<(), DrawError> {
             figure::legend().pos(Pos::new(HPos::Right, VPos::Center)),
         )))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .label_font(figure::legend())
-        .margin(14)
-        .background_style(WHITE)
-        .border_style(RGBColor(150, 150, 150))
-        .draw()
+    figure::draw_legend(&mut chart)
 }
 
 /// The figure of `points`, as SVG.
