@@ -161,7 +161,10 @@ mod tests {
         assert_ne!(other, root);
         let count = walk(&root);
         assert_eq!(count, 12);
-        assert!(ensure(DatasetSpec { images: 0, seed: 1 }, cache.path()).is_err());
+        assert_eq!(
+            ensure(DatasetSpec { images: 0, seed: 1 }, cache.path()),
+            Err("--images must be at least 1".to_string())
+        );
     }
 
     fn walk(root: &Path) -> usize {

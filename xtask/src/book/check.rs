@@ -262,9 +262,12 @@ mod tests {
             kind("").is_err(),
             "an unmarked block would be a Rust doctest"
         );
-        assert!(kind("rust,ignore").is_err());
-        assert!(kind("python,later").is_err());
-        assert!(kind("bash").is_err());
+        let err = |info| kind(info).unwrap_err();
+        assert!(err("rust,ignore").starts_with("every block is rust or rust,no_run"));
+        assert!(
+            err("python,later").starts_with("python blocks are run, or say why not with one of")
+        );
+        assert!(err("bash").starts_with("every block is rust, rust,no_run, python["));
     }
 
     #[test]
