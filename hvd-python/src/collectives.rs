@@ -1,15 +1,14 @@
 //! The collectives, on tensors Python describes by pointer: (data pointer, byte length,
-//! dtype name, shape), or hands over as DLPack capsules. Python checks contiguity and
+//! dtype code, shape), or hands over as DLPack capsules. Python checks contiguity and
 //! device and holds a described tensor; this side checks that the description is
 //! self-consistent before touching the memory.
 
-use std::str::FromStr;
-
+use hvd::Reduction;
 use hvd::core::Ready;
-use hvd::{DType, ReduceOp, Reduction};
-use pyo3::exceptions::{PyNotImplementedError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
+use crate::codes::{self, Combine};
 use crate::dlpack;
 use crate::errors::to_py;
 use crate::handle::{Pending, PyHandle, Results};
@@ -17,21 +16,21 @@ use crate::memory::TensorMemory;
 use crate::running;
 
 /// A tensor from Python: a host tensor described by pointer (data pointer, byte length,
-/// dtype name, shape, the tensor itself, held until the operation completes), worked on
-/// in place; a CUDA tensor described the same way plus its device ordinal and the
-/// `CUevent` recorded on its producer's stream (the owner holds the event too), worked on
-/// in place on its device; or a DLPack capsule, copied into hvd's memory at once (the
-/// framework's buffer is never written) and given back as a capsule.
+/// dtype code of `_hvd.DTYPES`, shape, the tensor itself, held until the operation
+/// completes), worked on in place; a CUDA tensor described the same way plus its device
+/// ordinal and the `CUevent` recorded on its producer's stream (the owner holds the event
+/// too), worked on in place on its device; or a DLPack capsule, copied into hvd's memory
+/// at once (the framework's buffer is never written) and given back as a capsule.
 #[derive(FromPyObject)]
 pub enum TensorArg {
-    Described(usize, usize, String, Vec<usize>, Py<PyAny>),
-    OnDevice(usize, usize, String, Vec<usize>, Py<PyAny>, u32, usize),
+    Described(usize, usize, u8, Vec<usize>, Py<PyAny>),
+    OnDevice(usize, usize, u8, Vec<usize>, Py<PyAny>, u32, usize),
     Dlpack(Py<PyAny>),
 }
 
 impl TensorArg {
     fn memory(self, py: Python<'_>, op: &str) -> PyResult<(TensorMemory, Results)> {
-        let (ptr, nbytes, dtype_name, shape, owner, device) = match self {
+        let (ptr, nbytes, dtype_code, shape, owner, device) = match self {
             TensorArg::Described(ptr, nbytes, dtype, shape, owner) => {
                 (ptr, nbytes, dtype, shape, owner, None)
             }
@@ -43,13 +42,7 @@ impl TensorArg {
                 return Ok((TensorMemory::owned(dtype, shape, bytes), Results::Dlpack));
             }
         };
-        let dtype = DType::from_str(&dtype_name).map_err(|_| {
-            PyValueError::new_err(format!(
-                "{op}: hvd cannot move tensors of dtype {}; it supports uint8, int8, uint16, \
-                 int16, int32, int64, float16, bfloat16, float32, float64 and bool",
-                dtype_name
-            ))
-        })?;
+        let dtype = codes::dtype(dtype_code, op)?;
         let elements = shape
             .iter()
             .try_fold(1usize, |n, d| n.checked_mul(*d))
@@ -83,39 +76,6 @@ impl TensorArg {
     }
 }
 
-/// How the ranks' tensors combine: one of hvd's reduce ops, or Adasum.
-enum Combine {
-    Reduce(ReduceOp),
-    Adasum,
-}
-
-fn combine(name: &str) -> PyResult<Combine> {
-    Ok(Combine::Reduce(match name {
-        "sum" => ReduceOp::Sum,
-        "average" => ReduceOp::Average,
-        "min" => ReduceOp::Min,
-        "max" => ReduceOp::Max,
-        "product" => ReduceOp::Product,
-        "adasum" => return Ok(Combine::Adasum),
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "unknown reduce op {other:?}: expected sum, average, min, max, product or adasum"
-            )));
-        }
-    }))
-}
-
-/// The reduce op of an operation that has no Adasum form.
-fn reduce_op(name: &str, op: &str) -> PyResult<ReduceOp> {
-    match combine(name)? {
-        Combine::Reduce(op) => Ok(op),
-        Combine::Adasum => Err(PyNotImplementedError::new_err(format!(
-            "{op} does not support Adasum: Adasum combines whole tensors (allreduce and \
-             DistributedOptimizer); use Sum or Average"
-        ))),
-    }
-}
-
 /// Starts an in-place allreduce of `tensor`; `op` may be Adasum.
 #[pyfunction]
 #[pyo3(signature = (name, tensor, op, prescale = 1.0, postscale = 1.0, process_set = 0))]
@@ -123,14 +83,14 @@ pub fn allreduce_async(
     py: Python<'_>,
     name: &str,
     tensor: TensorArg,
-    op: &str,
+    op: u8,
     prescale: f64,
     postscale: f64,
     process_set: usize,
 ) -> PyResult<PyHandle> {
     let set = running::process_set(process_set)?;
     let (memory, results) = tensor.memory(py, "allreduce")?;
-    let handle = match combine(op)? {
+    let handle = match codes::combine(op)? {
         Combine::Reduce(op) => {
             let reduction = Reduction {
                 op,
@@ -208,13 +168,13 @@ pub fn reducescatter_async(
     py: Python<'_>,
     name: &str,
     tensor: TensorArg,
-    op: &str,
+    op: u8,
     prescale: f64,
     postscale: f64,
     process_set: usize,
 ) -> PyResult<PyHandle> {
     let reduction = Reduction {
-        op: reduce_op(op, "reducescatter")?,
+        op: codes::reduce_op(op, "reducescatter")?,
         prescale,
         postscale,
     };

@@ -6,6 +6,7 @@
 //! Python. No framework library is linked.
 
 mod aligned;
+mod codes;
 mod collectives;
 mod device;
 mod dlpack;
@@ -35,6 +36,7 @@ fn _hvd(m: &Bound<'_, PyModule>) -> PyResult<()> {
         py.get_type::<errors::HorovodTimeoutError>(),
     )?;
     m.add_class::<handle::PyHandle>()?;
+    codes::export(m)?;
     m.add_function(wrap_pyfunction!(job::init, m)?)?;
     m.add_function(wrap_pyfunction!(job::shutdown, m)?)?;
     m.add_function(wrap_pyfunction!(job::is_initialized, m)?)?;

@@ -162,3 +162,21 @@ def test_hvd_errors_survive_pickling_with_their_class_and_recoverable_mark():
     back = pickle.loads(pickle.dumps(error))
     assert type(back) is _hvd.RankLostError and isinstance(back, hvd.HorovodInternalError)
     assert (str(back), back.recoverable) == ("rank 0: lost rank 1", True)
+
+
+def test_dtypes_and_reduce_ops_cross_as_the_extensions_codes():
+    # One code per name, defined in the extension; torch's dtypes and hvd's ops use them.
+    assert list(_hvd.DTYPES) == ["uint8", "int8", "uint16", "int16", "int32", "int64",
+                                 "float16", "bfloat16", "float32", "float64", "bool"]
+    assert sorted(_hvd.DTYPES.values()) == list(range(len(_hvd.DTYPES)))
+    assert {op.name: op.code for op in (hvd.Sum, hvd.Average, hvd.Min, hvd.Max, hvd.Product,
+                                        hvd.Adasum)} == _hvd.REDUCE_OPS
+    assert len(set(_hvd.REDUCE_OPS.values())) == 6
+    described = (0, 0, 99, [0], bytearray())
+    with pytest.raises(ValueError) as e:
+        _hvd.allreduce_async("badcode.dtype", described, hvd.Sum.code)
+    assert str(e.value).startswith("allreduce: hvd cannot move tensors of dtype code 99; it "
+                                   "supports uint8, int8, uint16,")
+    with pytest.raises(ValueError) as e:
+        _hvd.allreduce_async("badcode.op", (0, 0, _hvd.DTYPES["uint8"], [0], bytearray()), 77)
+    assert str(e.value).startswith("unknown reduce op code 77")

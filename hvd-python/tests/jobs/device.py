@@ -56,7 +56,9 @@ def tensor(values):
     ok(cuda.cuEventRecord(event, producer), "cuEventRecord")
     kept.append(buffer)
     owner = (buffer, event.value)
-    return (ptr.value, len(host), "float32", [len(values)], owner, ordinal, event.value), ptr.value
+    described = (ptr.value, len(host), _hvd.DTYPES["float32"], [len(values)], owner, ordinal,
+                 event.value)
+    return described, ptr.value
 
 
 def read(ptr, n):
@@ -112,8 +114,8 @@ p, p_ptr = tensor([rank + 1.0] * 2)
 pair = hvd.add_process_set([0, 1])
 mark("start")
 # Two allreduces in flight together (fused), one with scale factors.
-h1 = _hvd.allreduce_async("dev.a", a, "sum")
-h2 = _hvd.allreduce_async("dev.b", b, "average", 0.5, 4.0)
+h1 = _hvd.allreduce_async("dev.a", a, _hvd.REDUCE_OPS["sum"])
+h2 = _hvd.allreduce_async("dev.b", b, _hvd.REDUCE_OPS["average"], 0.5, 4.0)
 h1.wait()
 h2.wait()
 _hvd.broadcast_async("dev.c", c, 1).wait()
@@ -121,8 +123,8 @@ gathered = _hvd.allgather_async("dev.g", g).wait()
 # Rank 0 sends 1 row to rank 0 and 2 to rank 1; rank 1 sends 2 and 1.
 splits = [1, 2] if rank == 0 else [2, 1]
 swapped, received = _hvd.alltoall_async("dev.t", t, splits).wait()
-scattered = _hvd.reducescatter_async("dev.s", s, "sum").wait()
-_hvd.allreduce_async("dev.p", p, "max", process_set=pair.process_set_id).wait()
+scattered = _hvd.reducescatter_async("dev.s", s, _hvd.REDUCE_OPS["sum"]).wait()
+_hvd.allreduce_async("dev.p", p, _hvd.REDUCE_OPS["max"], process_set=pair.process_set_id).wait()
 # A host tensor in the same job goes over the host transport.
 host = hvd.allreduce(torch.ones(3), op=hvd.Sum, name="host.x")
 mark("end")

@@ -1,5 +1,6 @@
 """Reduce ops, the names of operations, and the collectives on tensors. A tensor is
-described by pointer, ``(data pointer, byte length, dtype name, shape, owner)``, where
+described by pointer, ``(data pointer, byte length, dtype code, shape, owner)`` (the
+codes are the extension's, ``_hvd.DTYPES``), where
 ``owner`` is the framework's tensor, kept alive until the operation completes and
 worked on in place; or it is a :class:`DlpackTensor`, copied by hvd at once and given
 back as a DLPack capsule of hvd's 64-byte-aligned memory. Each function checks what
@@ -16,10 +17,12 @@ from hvd.common.process_sets import root_in_set, set_id
 
 
 class ReduceOp:
-    """How allreduce and reducescatter combine the ranks' tensors."""
+    """How allreduce and reducescatter combine the ranks' tensors; ``code`` is what the
+    extension takes (``_hvd.REDUCE_OPS``)."""
 
     def __init__(self, name):
         self.name = name
+        self.code = _hvd.REDUCE_OPS[name]
 
     def __repr__(self):
         return self.name.capitalize()
@@ -107,7 +110,7 @@ def _native(tensor):
 
 def allreduce_async(name, tensor, op, prescale_factor, postscale_factor, process_set):
     """Starts an in-place allreduce (or Adasum) of the described tensor."""
-    return _hvd.allreduce_async(name_for(name, "allreduce"), _native(tensor), op.name,
+    return _hvd.allreduce_async(name_for(name, "allreduce"), _native(tensor), op.code,
                                 float(prescale_factor), float(postscale_factor),
                                 set_id(process_set))
 
@@ -148,7 +151,7 @@ def reducescatter_async(name, tensor, op, prescale_factor, postscale_factor, pro
     """Starts a reducescatter: this rank's rows of the reduction, as new memory."""
     if len(_shape(tensor)) == 0:
         raise ValueError("reducescatter: the tensor needs at least one dimension")
-    return _hvd.reducescatter_async(name_for(name, "reducescatter"), _native(tensor), op.name,
+    return _hvd.reducescatter_async(name_for(name, "reducescatter"), _native(tensor), op.code,
                                     float(prescale_factor), float(postscale_factor),
                                     set_id(process_set))
 
@@ -167,7 +170,7 @@ def _describe_bytes(buffer, dtype="uint8", shape=None):
     """A description of a bytearray's memory (it owns itself)."""
     address = ctypes.addressof((ctypes.c_char * len(buffer)).from_buffer(buffer)) \
         if buffer else 0
-    return (address, len(buffer), dtype, shape or [len(buffer)], buffer)
+    return (address, len(buffer), _hvd.DTYPES[dtype], shape or [len(buffer)], buffer)
 
 
 def allgather_bytes(data, name, process_set=None):

@@ -20,13 +20,10 @@ from hvd.common.ops import Adasum, Average, Max, Min, Product, Sum, resolve_op  
 from hvd.common.process_sets import global_process_set
 from hvd.torch.compression import Compression
 
-_DTYPES = {
-    torch.uint8: "uint8", torch.int8: "int8", torch.int16: "int16", torch.int32: "int32",
-    torch.int64: "int64", torch.float16: "float16", torch.bfloat16: "bfloat16",
-    torch.float32: "float32", torch.float64: "float64", torch.bool: "bool",
-}
-if hasattr(torch, "uint16"):
-    _DTYPES[torch.uint16] = "uint16"
+# torch's dtypes hvd moves, each with the extension's code for it (torch names its dtypes
+# as hvd's table does; torch.uint16 is new in torch 2.3).
+_DTYPES = {getattr(torch, name): code for name, code in _hvd.DTYPES.items()
+           if isinstance(getattr(torch, name, None), torch.dtype)}
 
 
 def _check(tensor, what):
