@@ -4,12 +4,18 @@ for torch. JAX has no hvd front, and is refused with what to set instead."""
 from hvd.keras.flavor import keras
 
 
+def on_tensorflow():
+    """Whether Keras computes with TensorFlow."""
+    return keras.backend.backend() == "tensorflow"
+
+
 def front():
-    """The hvd module whose tensors Keras's backend computes with."""
+    """The hvd module whose tensors Keras's backend computes with (on TensorFlow, the part
+    of hvd.tensorflow that does not import hvd.keras back)."""
     backend = keras.backend.backend()
     if backend == "tensorflow":
-        import hvd.tensorflow
-        return hvd.tensorflow
+        import hvd.tensorflow.keras_front
+        return hvd.tensorflow.keras_front
     if backend == "torch":
         import hvd.torch
         return hvd.torch
@@ -30,7 +36,7 @@ def compression():
 
 def variable_key(variable):
     """What identifies a Keras variable (or the framework's own) on this backend."""
-    if keras.backend.backend() == "tensorflow":
+    if on_tensorflow():
         from hvd.tensorflow.gradients import variable_key
         return variable_key(variable)
     return id(getattr(variable, "value", variable))
@@ -39,12 +45,12 @@ def variable_key(variable):
 def gradient_reducer(prefix, compression, sparse_as_dense, op, gradient_predivide_factor,
                      groups, process_set, scale_local_gradients):
     """A GradientReducer of the backend's gradients (hvd.common.gradients)."""
-    hvd = front()
-    if hvd.__name__ == "hvd.tensorflow":
+    if on_tensorflow():
         from hvd.tensorflow.gradients import reducer
         return reducer(prefix, compression, sparse_as_dense, op, gradient_predivide_factor,
                        groups, process_set, scale_local_gradients)
     from hvd.common.gradients import GradientReducer
+    hvd = front()
 
     def combine(values, names, op, prescale_factor, postscale_factor):
         handles, contexts = [], []
@@ -66,7 +72,7 @@ def gradient_reducer(prefix, compression, sparse_as_dense, op, gradient_predivid
 def broadcast_variables(variables, root_rank, process_set):
     """Overwrites the Keras variables with ``root_rank``'s values, as one call."""
     hvd = front()
-    if hvd.__name__ == "hvd.tensorflow":
+    if on_tensorflow():
         hvd.broadcast_variables(variables, root_rank, process_set=process_set)
     else:
         # A Keras variable's value is its torch parameter: broadcast into it.
