@@ -98,7 +98,7 @@ fn the_same_seed_gives_the_same_batches_whatever_the_threads_and_prefetch() {
 }
 
 #[test]
-fn buffers_are_reused_from_step_to_step_and_epoch_to_epoch() {
+fn buffers_are_reused_from_step_to_step_and_epoch_to_epoch_on_64_byte_boundaries() {
     let (threads, prefetch) = (2, 2);
     let mut sampler = ElasticSampler::new(400, 4).seed(Some(9));
     let mut loader = Loader::new(
@@ -112,7 +112,10 @@ fn buffers_are_reused_from_step_to_step_and_epoch_to_epoch() {
         sampler.set_epoch(epoch_number);
         let mut epoch = loader.epoch(&sampler, 0, 1).unwrap();
         while let Some(batch) = epoch.next_batch().unwrap() {
-            seen.insert(batch.images().as_ptr() as usize);
+            let (images, labels) = (batch.images().as_ptr(), batch.labels().as_ptr());
+            // TensorFlow takes a batch as tensors without a copy only at this alignment.
+            assert_eq!((images as usize % 64, labels as usize % 64), (0, 0));
+            seen.insert(images as usize);
         }
     }
     // 200 batches from the same few buffers.

@@ -186,3 +186,10 @@ def test_an_instrumented_dataset_names_the_rank_whose_batches_are_slow(run_job):
     assert code == 0, out
     assert_every_rank(out, "tf.data instrumented: data-bound")
     assert "rank 1 waited for data" in out, out
+
+
+def test_the_native_loader_feeds_tf_data_fit_and_loops_every_sample_once_without_a_copy(
+        run_job):
+    code, out = run_job("tf_data_loader", env=STALL)
+    assert code == 0, out
+    assert_every_rank(out, "tf data loader ok")

@@ -16,6 +16,7 @@
 //! - `horovod-tests`: Horovod's own PyTorch and TensorFlow test files and PyTorch examples
 //!   against `hvd`.
 //! - `book`: the book under `docs/`, built with mdBook and its links and code blocks checked.
+//! - `circles`: no import circle between the modules of any crate or of the Python package.
 
 mod backends;
 mod bench_collectives;
@@ -26,6 +27,7 @@ mod bench_tf;
 mod bench_torch;
 mod bench_training;
 mod book;
+mod circles;
 mod cluster;
 mod cuda_headers;
 mod fuzz;
@@ -104,7 +106,10 @@ commands:
       Check the book under docs/ offline (every relative link and #anchor of the book
       and the README resolves, every page is in SUMMARY.md, every code block is a
       doctest, a Python block test_book.py compiles or runs, or marked as shown only),
-      then build it with mdbook into target/book.";
+      then build it with mdbook into target/book.
+  circles
+      Fail on any import circle: modules of a crate (or of the Python package) that
+      import each other, directly or around a longer loop; each is printed as a loop.";
 
 /// The workspace's root directory (xtask lives one level below it).
 pub(crate) fn workspace_root() -> std::path::PathBuf {
@@ -127,6 +132,7 @@ fn main() -> ExitCode {
         Some("gpu-check") => gpu_check::run(&args[1..]),
         Some("horovod-tests") => horovod_tests::run(&args[1..]),
         Some("book") => book::run(&args[1..]),
+        Some("circles") => circles::run(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             Ok(())

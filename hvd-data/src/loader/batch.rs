@@ -3,14 +3,16 @@
 
 use std::sync::Arc;
 
+use super::aligned::Aligned;
 use super::queue::Queue;
 
 /// One buffer's contents; the loader keeps a fixed set of them and reuses them.
 #[derive(Debug, Default)]
 pub(crate) struct BatchBuffer {
     pub step: usize,
-    pub images: Vec<f32>,
-    pub labels: Vec<i64>,
+    /// Both on a 64-byte boundary, which TensorFlow demands of a tensor's memory.
+    pub images: Aligned<f32>,
+    pub labels: Aligned<i64>,
     pub indices: Vec<usize>,
     pub skipped: usize,
 }
@@ -20,10 +22,8 @@ impl BatchBuffer {
     /// that filling it allocates nothing.
     pub fn reset(&mut self, step: usize, samples: usize, sample_len: usize) {
         self.step = step;
-        self.images.clear();
-        self.images.reserve(samples * sample_len);
-        self.labels.clear();
-        self.labels.reserve(samples);
+        self.images.reset(samples * sample_len);
+        self.labels.reset(samples);
         self.indices.clear();
         self.indices.reserve(samples);
         self.skipped = 0;
@@ -69,23 +69,23 @@ impl Batch {
         [self.len(), 3, self.side, self.side]
     }
 
-    /// The images, NCHW, normalised.
+    /// The images, NCHW, normalised; the first on a 64-byte boundary.
     pub fn images(&self) -> &[f32] {
-        &self.buffer().images
+        self.buffer().images.as_slice()
     }
 
     /// The images, to change in place (or to lend to a framework as a tensor's memory).
     pub fn images_mut(&mut self) -> &mut [f32] {
-        &mut self
-            .buffer
+        self.buffer
             .as_mut()
             .expect("a batch holds its buffer until dropped")
             .images
+            .as_mut_slice()
     }
 
-    /// Each image's class.
+    /// Each image's class; the first on a 64-byte boundary.
     pub fn labels(&self) -> &[i64] {
-        &self.buffer().labels
+        self.buffer().labels.as_slice()
     }
 
     /// Each image's sample number in the source.

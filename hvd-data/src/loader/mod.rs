@@ -1,6 +1,7 @@
 //! The loader: a pool of decode threads that prepares this rank's next batches while the
 //! training loop runs the current one, and hands them over in order.
 
+mod aligned;
 mod batch;
 mod meter;
 mod queue;

@@ -70,8 +70,7 @@ fn fill(
             break;
         }
         let start = buffer.images.len();
-        buffer.images.resize(start + sample_len, 0.0);
-        let out = &mut buffer.images[start..];
+        let out = buffer.images.grow(sample_len);
         let began = Instant::now();
         let loaded = catch_unwind(AssertUnwindSafe(|| load(job, index, scratch, out)))
             .unwrap_or_else(|panic| {
