@@ -351,7 +351,7 @@ unsafe fn upload(
         // SAFETY: the caller's contract.
         unsafe { std::slice::from_raw_parts(src.cast::<u8>(), len) }.to_vec()
     };
-    Ok(stream.enqueue(context, Vec::new(), move || {
+    Ok(context.enqueue(&stream, Vec::new(), move || {
         // SAFETY: the stream owns the destination while the copy runs.
         if let Some(to) = unsafe { memory::bytes(dst, len) } {
             to.copy_from_slice(&data);
@@ -376,7 +376,7 @@ unsafe fn download(
         return Err(INVALID_VALUE);
     }
     let dst = dst as usize;
-    let seq = stream.enqueue(context, Vec::new(), move || {
+    let seq = context.enqueue(&stream, Vec::new(), move || {
         // SAFETY: the source is allocated device memory; the destination is the
         // caller's, valid until the copy has run.
         if let Some(from) = unsafe { memory::bytes(src, len) } {
@@ -457,7 +457,7 @@ pub extern "C" fn cuMemcpyDtoDAsync_v2(
         let (context, stream) = stream(stream_handle)?;
         device_range(dst, bytes)?;
         device_range(src, bytes)?;
-        stream.enqueue(context, Vec::new(), move || copy_on_device(dst, src, bytes));
+        context.enqueue(&stream, Vec::new(), move || copy_on_device(dst, src, bytes));
         Ok(())
     }))
 }
@@ -532,7 +532,7 @@ pub unsafe extern "C" fn cuMemcpyBatchAsync_v2(
             "count={count} bytes={}",
             sizes.iter().sum::<usize>()
         );
-        stream.enqueue(context, Vec::new(), move || {
+        context.enqueue(&stream, Vec::new(), move || {
             for i in 0..count {
                 copy_on_device(dsts[i], srcs[i], sizes[i]);
             }
@@ -552,7 +552,7 @@ pub extern "C" fn cuMemsetD8Async(
     result(enter("cuMemsetD8Async").and_then(|()| {
         let (context, stream) = stream(stream_handle)?;
         device_range(dst, bytes)?;
-        stream.enqueue(context, Vec::new(), move || {
+        context.enqueue(&stream, Vec::new(), move || {
             // SAFETY: the stream owns the destination while the task runs.
             if let Some(to) = unsafe { memory::bytes(dst, bytes) } {
                 to.fill(value);
@@ -624,7 +624,7 @@ pub extern "C" fn cuStreamWaitEvent(handle: usize, event_handle: usize, flags: c
         }
         // The most recent record at the time of the call is what the stream waits for.
         let after = event.mark().into_iter().collect();
-        stream.enqueue(context, after, || {});
+        context.enqueue(&stream, after, || {});
         Ok(())
     }))
 }
@@ -648,7 +648,7 @@ pub extern "C" fn cuEventRecord(event_handle: usize, stream_handle: usize) -> Cu
         let event = event(event_handle)?;
         let (context, stream) = stream(stream_handle)?;
         // A marker task: it inherits the NULL stream's ordering like any other work.
-        let seq = stream.enqueue(context, Vec::new(), || {});
+        let seq = context.enqueue(&stream, Vec::new(), || {});
         event.record(stream, seq);
         Ok(())
     }))

@@ -105,6 +105,29 @@ impl Context {
     }
 
     /// The live streams created in this context (not the NULL stream).
+    /// Queues `work` on `stream` after the tasks in `after` and, as CUDA's legacy NULL
+    /// stream requires, after the NULL stream's queued work (for a blocking stream) or
+    /// every blocking stream's (for the NULL stream). Returns the task's sequence number.
+    pub(crate) fn enqueue(
+        &self,
+        stream: &Arc<Stream>,
+        mut after: Vec<(Arc<Stream>, u64)>,
+        work: impl FnOnce() + Send + 'static,
+    ) -> u64 {
+        if stream.is_null {
+            after.extend(self.streams().into_iter().filter(|s| s.blocking).map(|s| {
+                let seq = s.enqueued();
+                (s, seq)
+            }));
+        } else if stream.blocking
+            && let Some(null) = self.null_stream_if_started()
+        {
+            let seq = null.enqueued();
+            after.push((null, seq));
+        }
+        stream.enqueue_after(after, work)
+    }
+
     pub(crate) fn streams(&self) -> Vec<Arc<Stream>> {
         let streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
         streams.iter().filter_map(Weak::upgrade).collect()

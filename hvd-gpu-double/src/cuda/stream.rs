@@ -8,7 +8,6 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
 
-use super::context::Context;
 use crate::config::settings;
 
 type Work = Box<dyn FnOnce() + Send>;
@@ -103,32 +102,14 @@ impl Stream {
         }
     }
 
-    /// Queues `work` after the tasks in `after` and, as CUDA's legacy NULL stream
-    /// requires, after the NULL stream's queued work (for a blocking stream) or every
-    /// blocking stream's (for the NULL stream). Returns the task's sequence number.
-    pub(crate) fn enqueue(
-        self: &Arc<Self>,
-        context: &Arc<Context>,
-        mut after: Vec<(Arc<Stream>, u64)>,
+    /// Queues `work` after the tasks in `after` (the context adds what CUDA's legacy NULL
+    /// stream requires: [`Context::enqueue`](super::context::Context::enqueue)). Returns
+    /// the task's sequence number.
+    pub(crate) fn enqueue_after(
+        &self,
+        after: Vec<(Arc<Stream>, u64)>,
         work: impl FnOnce() + Send + 'static,
     ) -> u64 {
-        if self.is_null {
-            after.extend(
-                context
-                    .streams()
-                    .into_iter()
-                    .filter(|s| s.blocking)
-                    .map(|s| {
-                        let seq = s.enqueued();
-                        (s, seq)
-                    }),
-            );
-        } else if self.blocking
-            && let Some(null) = context.null_stream_if_started()
-        {
-            let seq = null.enqueued();
-            after.push((null, seq));
-        }
         let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
         queue.enqueued += 1;
         queue.tasks.push_back(Task {

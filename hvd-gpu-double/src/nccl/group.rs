@@ -173,7 +173,7 @@ fn submit(member: &Arc<Member>, stream: &Arc<Stream>, ops: Vec<Op>) {
     let context = &context::contexts()[stream.ordinal as usize];
     member.outstanding.fetch_add(1, Ordering::AcqRel);
     let member = member.clone();
-    stream.enqueue(context, Vec::new(), move || {
+    context.enqueue(stream, Vec::new(), move || {
         ops::run(&member, &ops);
         member.outstanding.fetch_sub(1, Ordering::AcqRel);
     });
