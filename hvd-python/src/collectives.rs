@@ -1,7 +1,9 @@
 //! The collectives, on tensors Python describes by pointer: (data pointer, byte length,
-//! dtype code, shape), or hands over as DLPack capsules. Python checks contiguity and
-//! device and holds a described tensor; this side checks that the description is
-//! self-consistent before touching the memory.
+//! dtype code, shape), or hands over as DLPack capsules. Python checks what only it can
+//! (the framework tensor's type, device, layout and contiguity) and holds a described
+//! tensor; the codes are decoded here, and hvd's runtime checks the rest at its entry
+//! (that dtype and shape span the bytes, the reduction, the root, the splits) before
+//! anything touches the memory.
 
 use hvd::Reduction;
 use hvd::core::Ready;
@@ -43,16 +45,6 @@ impl TensorArg {
             }
         };
         let dtype = codes::dtype(dtype_code, op)?;
-        let elements = shape
-            .iter()
-            .try_fold(1usize, |n, d| n.checked_mul(*d))
-            .and_then(|n| n.checked_mul(dtype.size()));
-        if elements != Some(nbytes) {
-            return Err(PyValueError::new_err(format!(
-                "{op}: a {dtype} tensor of shape {:?} cannot span {} bytes",
-                shape, nbytes
-            )));
-        }
         if let Some((ordinal, event)) = device {
             let ready = match event {
                 0 => Ready::Now,
@@ -62,7 +54,8 @@ impl TensorArg {
             // SAFETY: the Python front passes the device pointer and byte length of a
             // contiguous CUDA tensor of device `ordinal` (checked there) and the event
             // recorded after the work that writes it; `owner` keeps both alive, and the
-            // front does not touch the tensor until the handle is waited on.
+            // front does not touch the tensor until the handle is waited on. The runtime
+            // refuses a dtype and shape that do not span `nbytes` before using them.
             let memory = unsafe {
                 TensorMemory::device(ptr as u64, nbytes, dtype, shape, ready, memory, owner)
             };
@@ -70,7 +63,8 @@ impl TensorArg {
         }
         // SAFETY: the Python front passes the data pointer and byte length of a
         // contiguous host tensor (checked there) that `owner` keeps alive, and does not
-        // touch the tensor until the handle is waited on.
+        // touch the tensor until the handle is waited on. The runtime refuses a dtype
+        // and shape that do not span `nbytes` before using them.
         let memory = unsafe { TensorMemory::foreign(ptr, nbytes, dtype, shape, owner) };
         Ok((memory, Results::Python))
     }

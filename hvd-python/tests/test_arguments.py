@@ -5,6 +5,7 @@ import torch
 
 import hvd.torch as hvd
 from hvd import _hvd
+from hvd.common import ops
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -180,3 +181,13 @@ def test_dtypes_and_reduce_ops_cross_as_the_extensions_codes():
     with pytest.raises(ValueError) as e:
         _hvd.allreduce_async("badcode.op", (0, 0, _hvd.DTYPES["uint8"], [0], bytearray()), 77)
     assert str(e.value).startswith("unknown reduce op code 77")
+
+
+def test_a_description_that_does_not_span_its_bytes_is_refused_by_the_runtime():
+    # The runtime's entry is where a description is checked, an overflowing shape too.
+    for shape, buffer in (([3], bytearray(2)), ([2 ** 40, 2 ** 40], bytearray())):
+        with pytest.raises(ValueError) as e:
+            _hvd.allreduce_async("span", ops._describe_bytes(buffer, "uint8", shape),
+                                 hvd.Sum.code)
+        assert str(e.value) == (f"rank 0: invalid allreduce of tensor 'span': shape {shape} "
+                                f"does not match the {len(buffer)} bytes of the tensor")

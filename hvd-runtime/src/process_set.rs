@@ -139,12 +139,16 @@ impl ProcessSet {
     ) -> Result<Handle<T>> {
         let op_name = op.kind().name();
         let (dtype, shape, device) = (tensor.dtype(), tensor.shape(), tensor.device());
-        let elements: usize = shape.iter().product();
+        // The one check that a tensor's description (dtype, shape) spans its memory, for
+        // every front: the Python extension hands descriptions over unchecked.
+        let spans = shape
+            .iter()
+            .try_fold(dtype.size(), |n, d| n.checked_mul(*d));
         let bytes = match tensor.device_memory() {
             Some(memory) => memory.len(),
             None => tensor.bytes().len(),
         };
-        if elements * dtype.size() != bytes {
+        if spans != Some(bytes) {
             return Err(Error::invalid(
                 self.global_rank,
                 op_name,
@@ -330,7 +334,8 @@ impl ProcessSet {
         let engine = self.engine("alltoall", name)?;
         let size = engine.topology.size();
         let rows = tensor.shape().first().copied().unwrap_or(1);
-        if splits.len() != size || splits.iter().sum::<usize>() != rows {
+        let total = splits.iter().try_fold(0usize, |n, s| n.checked_add(*s));
+        if splits.len() != size || total != Some(rows) {
             return Err(Error::invalid(
                 engine.topology.rank(),
                 "alltoall",

@@ -169,18 +169,28 @@ def _group_names(name, count, op):
     return [f"{base}.{i}" for i in range(count)]
 
 
+# Every public form checks its tensors once (what only torch can say: type, dtype,
+# device, layout, contiguity) and starts the operation through a `_start` function that
+# checks nothing more; the extension and hvd's runtime check the rest once, at their entry.
+
 # Allreduce.
+
+def _allreduce_start(tensor, name, op, prescale_factor, postscale_factor, process_set):
+    """Starts an in-place allreduce of ``tensor`` (checked, contiguous) with ``op``
+    (resolved)."""
+    described, host = _describe(tensor, by_pointer=op is not Adasum)
+    native = _ops.allreduce_async(name, described, op, prescale_factor, postscale_factor,
+                                  process_set)
+    return _in_place(tensor, host, native)
+
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0, process_set=global_process_set):
     """Starts an in-place allreduce of ``tensor`` (Average by default; ``op=hvd.Adasum``
     for Adasum); returns a handle."""
     _check_inplace(tensor, "allreduce")
-    op = resolve_op(op, average)
-    described, host = _describe(tensor, by_pointer=op is not Adasum)
-    native = _ops.allreduce_async(name, described, op, prescale_factor, postscale_factor,
-                                  process_set)
-    return _in_place(tensor, host, native)
+    return _allreduce_start(tensor, name, resolve_op(op, average), prescale_factor,
+                            postscale_factor, process_set)
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -194,7 +204,7 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
                     postscale_factor=1.0, process_set=global_process_set):
     """Starts an allreduce into a new tensor; ``tensor`` is left as it is."""
     _check(tensor, "allreduce")
-    return allreduce_async_(_copy(tensor), average, name, op, prescale_factor,
+    return _allreduce_start(_copy(tensor), name, resolve_op(op, average), prescale_factor,
                             postscale_factor, process_set)
 
 
@@ -202,19 +212,17 @@ class HorovodAllreduce(torch.autograd.Function):
     """Allreduce whose gradient is the same allreduce of the incoming gradient."""
 
     @staticmethod
-    def forward(ctx, tensor, average, name, op, prescale_factor, postscale_factor,
-                process_set):
-        ctx.args = (average, op, prescale_factor, postscale_factor, process_set)
-        return synchronize(allreduce_async(tensor, average, name, op, prescale_factor,
-                                           postscale_factor, process_set))
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, process_set):
+        ctx.args = (op, prescale_factor, postscale_factor, process_set)
+        return synchronize(_allreduce_start(_copy(tensor), name, op, prescale_factor,
+                                            postscale_factor, process_set))
 
     @staticmethod
     def backward(ctx, grad_output):
-        average, op, prescale_factor, postscale_factor, process_set = ctx.args
-        grad = allreduce(grad_output, average=average, op=op,
-                         prescale_factor=prescale_factor, postscale_factor=postscale_factor,
-                         process_set=process_set)
-        return grad, None, None, None, None, None, None
+        op, prescale_factor, postscale_factor, process_set = ctx.args
+        grad = allreduce(grad_output, op=op, prescale_factor=prescale_factor,
+                         postscale_factor=postscale_factor, process_set=process_set)
+        return grad, None, None, None, None, None
 
 
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
@@ -222,21 +230,40 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     """The reduction of ``tensor`` over the ranks (by default their average), as a new,
     differentiable tensor; ``compression`` narrows it on the wire."""
     _check(tensor, "allreduce")
+    op = resolve_op(op, average)
     wire, ctx = compression.compress(tensor)
-    out = HorovodAllreduce.apply(wire, average, name, op, prescale_factor, postscale_factor,
+    out = HorovodAllreduce.apply(wire, name, op, prescale_factor, postscale_factor,
                                  process_set)
     return compression.decompress(out, ctx)
+
+
+def _check_group(tensors, what, check=_check):
+    """Checks a group's tensors, all before any is submitted: a group that fails part way
+    would leave the other ranks waiting for the rest."""
+    _one_device(tensors, what)
+    for t in tensors:
+        check(t, what)
+
+
+def _check_rows(tensors, what):
+    for t in tensors:
+        if t.dim() == 0:
+            raise ValueError(f"{what}: every tensor needs at least one dimension")
+
+
+def _grouped_allreduce_start(tensors, name, op, prescale_factor, postscale_factor,
+                             process_set):
+    names = _group_names(name, len(tensors), "allreduce")
+    return _Group([_allreduce_start(t, n, op, prescale_factor, postscale_factor, process_set)
+                   for t, n in zip(tensors, names)])
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                              postscale_factor=1.0, process_set=global_process_set):
     """Starts in-place allreduces of every tensor, submitted together so they fuse."""
-    _one_device(tensors, "grouped_allreduce")
-    for t in tensors:
-        _check_inplace(t, "grouped_allreduce")
-    names = _group_names(name, len(tensors), "allreduce")
-    return _Group([allreduce_async_(t, average, n, op, prescale_factor, postscale_factor,
-                                    process_set) for t, n in zip(tensors, names)])
+    _check_group(tensors, "grouped_allreduce", _check_inplace)
+    return _grouped_allreduce_start(tensors, name, resolve_op(op, average), prescale_factor,
+                                    postscale_factor, process_set)
 
 
 def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
@@ -247,31 +274,28 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                             postscale_factor=1.0, process_set=global_process_set):
-    _one_device(tensors, "grouped_allreduce")
-    for t in tensors:
-        _check(t, "grouped_allreduce")
-    return grouped_allreduce_async_([_copy(t) for t in tensors], average, name, op,
-                                    prescale_factor, postscale_factor, process_set)
+    _check_group(tensors, "grouped_allreduce")
+    return _grouped_allreduce_start([_copy(t) for t in tensors], name,
+                                    resolve_op(op, average), prescale_factor,
+                                    postscale_factor, process_set)
 
 
 class HorovodGroupedAllreduce(torch.autograd.Function):
     """Grouped allreduce whose gradients are the grouped allreduce of the incoming ones."""
 
     @staticmethod
-    def forward(ctx, average, name, op, prescale_factor, postscale_factor, process_set,
-                *tensors):
-        ctx.args = (average, op, prescale_factor, postscale_factor, process_set)
-        return tuple(synchronize(grouped_allreduce_async(
-            list(tensors), average, name, op, prescale_factor, postscale_factor,
+    def forward(ctx, name, op, prescale_factor, postscale_factor, process_set, *tensors):
+        ctx.args = (op, prescale_factor, postscale_factor, process_set)
+        return tuple(synchronize(_grouped_allreduce_start(
+            [_copy(t) for t in tensors], name, op, prescale_factor, postscale_factor,
             process_set)))
 
     @staticmethod
     def backward(ctx, *grad_outputs):
-        average, op, prescale_factor, postscale_factor, process_set = ctx.args
-        grads = grouped_allreduce(list(grad_outputs), average=average, op=op,
-                                  prescale_factor=prescale_factor,
+        op, prescale_factor, postscale_factor, process_set = ctx.args
+        grads = grouped_allreduce(list(grad_outputs), op=op, prescale_factor=prescale_factor,
                                   postscale_factor=postscale_factor, process_set=process_set)
-        return (None, None, None, None, None, None, *grads)
+        return (None, None, None, None, None, *grads)
 
 
 def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none,
@@ -281,12 +305,11 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
     differentiable tensors."""
     if not tensors:
         return []
-    _one_device(tensors, "grouped_allreduce")
-    for t in tensors:
-        _check(t, "grouped_allreduce")
+    _check_group(tensors, "grouped_allreduce")
+    op = resolve_op(op, average)
     wires, ctxs = zip(*(compression.compress(t) for t in tensors))
-    outs = HorovodGroupedAllreduce.apply(average, name, op, prescale_factor,
-                                         postscale_factor, process_set, *wires)
+    outs = HorovodGroupedAllreduce.apply(name, op, prescale_factor, postscale_factor,
+                                         process_set, *wires)
     return [compression.decompress(out, ctx) for out, ctx in zip(outs, ctxs)]
 
 
@@ -318,12 +341,17 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
 
 # Allgather.
 
+def _allgather_start(tensor, name, process_set):
+    """Starts an allgather of ``tensor`` (checked); ``hvd.common.ops`` refuses a scalar."""
+    described, _ = _describe(tensor.contiguous())
+    return _resized(tensor, _ops.allgather_async(name, described, process_set))
+
+
 def allgather_async(tensor, name=None, process_set=global_process_set):
     """Starts an allgather: the ranks' tensors concatenated along the first dimension
     (which may differ between ranks); ``tensor`` is left as it is."""
     _check(tensor, "allgather")
-    described, _ = _describe(tensor.contiguous())
-    return _resized(tensor, _ops.allgather_async(name, described, process_set))
+    return _allgather_start(tensor, name, process_set)
 
 
 def _offset(rows, process_set):
@@ -338,7 +366,7 @@ class HorovodAllgather(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, name, process_set):
         ctx.rows, ctx.process_set = tensor.shape[0], process_set
-        return synchronize(allgather_async(tensor, name, process_set))
+        return synchronize(_allgather_start(tensor, name, process_set))
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -352,19 +380,21 @@ def allgather(tensor, name=None, process_set=global_process_set):
     differentiable tensor."""
     _check(tensor, "allgather")
     if tensor.dim() == 0:
+        # Before autograd, which reads the first dimension.
         raise ValueError("allgather: the tensor needs at least one dimension")
     return HorovodAllgather.apply(tensor, name, process_set)
 
 
+def _grouped_allgather_start(tensors, name, process_set):
+    names = _group_names(name, len(tensors), "allgather")
+    return _Group([_allgather_start(t, n, process_set) for t, n in zip(tensors, names)])
+
+
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     """Starts allgathers of every tensor of the list, submitted together."""
-    _one_device(tensors, "grouped_allgather")
-    for t in tensors:
-        _check(t, "grouped_allgather")
-        if t.dim() == 0:
-            raise ValueError("grouped_allgather: every tensor needs at least one dimension")
-    names = _group_names(name, len(tensors), "allgather")
-    return _Group([allgather_async(t, n, process_set) for t, n in zip(tensors, names)])
+    _check_group(tensors, "grouped_allgather")
+    _check_rows(tensors, "grouped_allgather")
+    return _grouped_allgather_start(tensors, name, process_set)
 
 
 class HorovodGroupedAllgather(torch.autograd.Function):
@@ -373,7 +403,7 @@ class HorovodGroupedAllgather(torch.autograd.Function):
     @staticmethod
     def forward(ctx, name, process_set, *tensors):
         ctx.rows, ctx.process_set = [t.shape[0] for t in tensors], process_set
-        return tuple(synchronize(grouped_allgather_async(list(tensors), name, process_set)))
+        return tuple(synchronize(_grouped_allgather_start(list(tensors), name, process_set)))
 
     @staticmethod
     def backward(ctx, *grad_outputs):
@@ -391,23 +421,25 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
     """Allgathers every tensor of the list; new, differentiable tensors."""
     if not tensors:
         return []
-    _one_device(tensors, "grouped_allgather")
-    for t in tensors:
-        _check(t, "grouped_allgather")
-        if t.dim() == 0:
-            raise ValueError("grouped_allgather: every tensor needs at least one dimension")
+    _check_group(tensors, "grouped_allgather")
+    _check_rows(tensors, "grouped_allgather")
     return list(HorovodGroupedAllgather.apply(name, process_set, *tensors))
 
 
 # Broadcast.
 
+def _broadcast_start(tensor, root_rank, name, process_set):
+    """Starts an in-place broadcast into ``tensor`` (checked, contiguous)."""
+    described, host = _describe(tensor)
+    native = _ops.broadcast_async(name, described, root_rank, process_set)
+    return _in_place(tensor, host, native)
+
+
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts an in-place broadcast of ``root_rank``'s tensor (a global rank, a member of
     the set); returns a handle."""
     _check_inplace(tensor, "broadcast")
-    described, host = _describe(tensor)
-    native = _ops.broadcast_async(name, described, root_rank, process_set)
-    return _in_place(tensor, host, native)
+    return _broadcast_start(tensor, root_rank, name, process_set)
 
 
 def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
@@ -417,7 +449,7 @@ def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
     _check(tensor, "broadcast")
-    return broadcast_async_(_copy(tensor), root_rank, name, process_set)
+    return _broadcast_start(_copy(tensor), root_rank, name, process_set)
 
 
 class HorovodBroadcast(torch.autograd.Function):
@@ -427,7 +459,7 @@ class HorovodBroadcast(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, root_rank, name, process_set):
         ctx.root_rank, ctx.process_set = root_rank, process_set
-        return synchronize(broadcast_async(tensor, root_rank, name, process_set))
+        return synchronize(_broadcast_start(_copy(tensor), root_rank, name, process_set))
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -458,11 +490,8 @@ def _splits(splits):
     return [int(s) for s in splits]
 
 
-def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
-    """Starts an alltoall: ``splits[r]`` rows of the first dimension go to the set's rank
-    ``r`` (even splits by default). The handle gives the received tensor and the rows
-    received from each rank."""
-    _check(tensor, "alltoall")
+def _alltoall_start(tensor, splits, name, process_set):
+    """Starts an alltoall of ``tensor`` (checked)."""
     described, _ = _describe(tensor.contiguous())
     native = _ops.alltoall_async(name, described, _splits(splits), process_set)
     device = splits.device if isinstance(splits, torch.Tensor) else torch.device("cpu")
@@ -475,12 +504,20 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     return Handle(native, finish)
 
 
+def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
+    """Starts an alltoall: ``splits[r]`` rows of the first dimension go to the set's rank
+    ``r`` (even splits by default). The handle gives the received tensor and the rows
+    received from each rank."""
+    _check(tensor, "alltoall")
+    return _alltoall_start(tensor, splits, name, process_set)
+
+
 class HorovodAlltoall(torch.autograd.Function):
     """Alltoall whose gradient travels back the way the data came."""
 
     @staticmethod
     def forward(ctx, tensor, splits, name, process_set):
-        output, received = synchronize(alltoall_async(tensor, splits, name, process_set))
+        output, received = synchronize(_alltoall_start(tensor, splits, name, process_set))
         ctx.received, ctx.process_set = received, process_set
         if splits is None:
             return output
@@ -500,15 +537,13 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     return HorovodAlltoall.apply(tensor, splits, name, process_set)
 
 
-# Reducescatter.
+# Reducescatter. Adasum is refused by the extension, which has no Adasum reducescatter.
 
-def _reducescatter_op(op):
-    op = resolve_op(op)
-    if op is Adasum:
-        raise NotImplementedError("reducescatter does not support Adasum: Adasum combines "
-                                  "whole tensors (allreduce, DistributedOptimizer); use Sum "
-                                  "or Average")
-    return op
+def _reducescatter_start(tensor, name, op, process_set, prescale_factor, postscale_factor):
+    """Starts a reducescatter of ``tensor`` (checked) with ``op`` (resolved)."""
+    described, _ = _describe(tensor.contiguous())
+    return _resized(tensor, _ops.reducescatter_async(name, described, op, prescale_factor,
+                                                     postscale_factor, process_set))
 
 
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
@@ -516,10 +551,8 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
     """Starts a reducescatter: this rank's rows of the reduction over the ranks (the
     first ranks take one more row when they do not divide evenly)."""
     _check(tensor, "reducescatter")
-    op = _reducescatter_op(op)
-    described, _ = _describe(tensor.contiguous())
-    return _resized(tensor, _ops.reducescatter_async(name, described, op, prescale_factor,
-                                                     postscale_factor, process_set))
+    return _reducescatter_start(tensor, name, resolve_op(op), process_set, prescale_factor,
+                                postscale_factor)
 
 
 def _scattered_grad(grad, op, process_set, prescale_factor, postscale_factor):
@@ -540,8 +573,8 @@ class HorovodReducescatter(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, name, op, process_set, prescale_factor, postscale_factor):
         ctx.args = (op, process_set, prescale_factor, postscale_factor)
-        return synchronize(reducescatter_async(tensor, name, op, process_set,
-                                               prescale_factor, postscale_factor))
+        return synchronize(_reducescatter_start(tensor, name, op, process_set,
+                                                prescale_factor, postscale_factor))
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -556,29 +589,28 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
     """This rank's rows of the reduction over the ranks, as a new, differentiable
     tensor."""
     _check(tensor, "reducescatter")
-    if tensor.dim() == 0:
-        raise ValueError("reducescatter: the tensor needs at least one dimension")
-    op = _reducescatter_op(op)
+    op = resolve_op(op)
     wire, ctx = compression.compress(tensor)
     out = HorovodReducescatter.apply(wire, name, op, process_set, prescale_factor,
                                      postscale_factor)
     return compression.decompress(out, ctx)
 
 
+def _grouped_reducescatter_start(tensors, name, op, process_set, prescale_factor,
+                                 postscale_factor):
+    names = _group_names(name, len(tensors), "reducescatter")
+    return _Group([_reducescatter_start(t, n, op, process_set, prescale_factor,
+                                        postscale_factor) for t, n in zip(tensors, names)])
+
+
 def grouped_reducescatter_async(tensors, name=None, op=Average,
                                 process_set=global_process_set, prescale_factor=1.0,
                                 postscale_factor=1.0):
     """Starts reducescatters of every tensor of the list, submitted together."""
-    _one_device(tensors, "grouped_reducescatter")
-    for t in tensors:
-        _check(t, "grouped_reducescatter")
-        if t.dim() == 0:
-            raise ValueError("grouped_reducescatter: every tensor needs at least one "
-                             "dimension")
-    op = _reducescatter_op(op)
-    names = _group_names(name, len(tensors), "reducescatter")
-    return _Group([reducescatter_async(t, n, op, process_set, prescale_factor,
-                                       postscale_factor) for t, n in zip(tensors, names)])
+    _check_group(tensors, "grouped_reducescatter")
+    _check_rows(tensors, "grouped_reducescatter")
+    return _grouped_reducescatter_start(tensors, name, resolve_op(op), process_set,
+                                        prescale_factor, postscale_factor)
 
 
 class HorovodGroupedReducescatter(torch.autograd.Function):
@@ -588,7 +620,7 @@ class HorovodGroupedReducescatter(torch.autograd.Function):
     @staticmethod
     def forward(ctx, name, op, process_set, prescale_factor, postscale_factor, *tensors):
         ctx.args = (op, process_set, prescale_factor, postscale_factor)
-        return tuple(synchronize(grouped_reducescatter_async(
+        return tuple(synchronize(_grouped_reducescatter_start(
             list(tensors), name, op, process_set, prescale_factor, postscale_factor)))
 
     @staticmethod
@@ -606,13 +638,9 @@ def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=A
     """Reducescatters every tensor of the list; new, differentiable tensors."""
     if not tensors:
         return []
-    _one_device(tensors, "grouped_reducescatter")
-    for t in tensors:
-        _check(t, "grouped_reducescatter")
-        if t.dim() == 0:
-            raise ValueError("grouped_reducescatter: every tensor needs at least one "
-                             "dimension")
-    op = _reducescatter_op(op)
+    _check_group(tensors, "grouped_reducescatter")
+    _check_rows(tensors, "grouped_reducescatter")
+    op = resolve_op(op)
     wires, ctxs = zip(*(compression.compress(t) for t in tensors))
     outs = HorovodGroupedReducescatter.apply(name, op, process_set, prescale_factor,
                                              postscale_factor, *wires)
