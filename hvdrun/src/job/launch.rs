@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use hvd_core::{Error, Result};
 use hvd_rendezvous::StoreServer;
 
-use super::Job;
+use super::spec::Job;
 use crate::hosts::{Host, Placement};
 
 /// What every rank of one run shares.

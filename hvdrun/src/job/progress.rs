@@ -7,7 +7,7 @@ use std::time::Duration;
 use hvd_core::{MemoryStore, Store};
 use hvd_rendezvous::CHECKIN_KEY;
 
-use super::Job;
+use super::spec::Job;
 
 impl Job {
     /// Shows the last count of ranks that checked in and ends the progress line, when a

@@ -12,13 +12,17 @@ use std::time::{Duration, Instant};
 use hvd_core::{Error, Result};
 use hvd_rendezvous::STORE_ADDR_VAR;
 
-use super::{Job, Launch, POLL};
+use super::launch::Launch;
+use super::spec::Job;
 use crate::fabric;
 use crate::hosts::Host;
 use crate::interrupt;
 use crate::outcome::ended;
 use crate::output::{Destination, Output, Stream, Tail};
 use crate::ssh::travels;
+
+/// How often the launcher looks at its ranks.
+pub(super) const POLL: Duration = Duration::from_millis(10);
 
 /// One started rank.
 pub(crate) struct Rank {

@@ -7,8 +7,8 @@ use hvd_core::{Error, MemoryStore, Result, Store};
 use hvd_rendezvous::{checkin_key, lost_by};
 
 use super::progress::{CheckinWatch, connected};
-use super::rank::reap;
-use super::{Job, POLL, Rank, stop};
+use super::rank::{POLL, Rank, reap, stop};
+use super::spec::Job;
 use crate::interrupt;
 use crate::outcome::{JobOutcome, MissingRank};
 use crate::verdict::{Seen, Verdict, verdict};
