@@ -34,7 +34,9 @@
 //!   [`auth`]: the proofs with which connections show they hold the job's secret;
 //! - [`reference`](mod@reference): an in-process transport (ranks as threads), simple and obviously
 //!   correct, for testing middleware and runtimes without sockets;
-//! - `conformance` (feature `conformance`): the public suite every `Collective` must pass.
+//! - `conformance` (feature `conformance`): the public suite every `Collective` must pass;
+//! - [`provider`]: what a transport crate offers the facade that puts a job's stack
+//!   together (detect, connect, report).
 //!
 //! ## Writing a transport
 //! Implement [`Collective`] for a type that holds one rank's connection to the group, run
@@ -89,6 +91,7 @@ pub mod net;
 pub mod op;
 pub mod operation;
 pub mod process;
+pub mod provider;
 pub mod reference;
 pub mod rng;
 pub mod sampler;
