@@ -122,12 +122,14 @@ mod frame;
 mod handshake;
 mod io;
 mod mesh;
+mod provider;
 mod record;
 mod silence;
 mod socket;
 
 pub use collective::TcpCollective;
 pub use config::TcpConfig;
+pub use provider::TcpProvider;
 
 #[cfg(test)]
 mod wire_faults;

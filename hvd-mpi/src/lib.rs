@@ -100,6 +100,8 @@ mod error;
 #[cfg(feature = "mpi")]
 mod library;
 #[cfg(feature = "mpi")]
+mod provider;
+#[cfg(feature = "mpi")]
 mod types;
 #[cfg(feature = "mpi")]
 mod user_ops;
@@ -112,3 +114,5 @@ pub use collective::MpiCollective;
 pub use config::MpiConfig;
 #[cfg(feature = "mpi")]
 pub use library::{ThreadLevel, library_version};
+#[cfg(feature = "mpi")]
+pub use provider::MpiProvider;

@@ -81,6 +81,7 @@ mod library;
 pub mod mapping;
 mod memory;
 mod ops;
+mod provider;
 mod route;
 mod sharing;
 
@@ -89,6 +90,7 @@ pub use config::NcclConfig;
 pub use driver::CUDA_LIBRARY_VAR;
 pub use library::{LIBRARY_VAR, MINIMUM, Version};
 pub use memory::CudaMemory;
+pub use provider::NcclProvider;
 
 /// What this process would run NCCL on: the NCCL and CUDA driver versions and the devices
 /// it sees, or why not (`hvdrun --check-build` prints it).

@@ -102,6 +102,7 @@ mod endpoint;
 mod engine;
 mod info;
 mod library;
+mod provider;
 mod rendezvous;
 mod sys;
 
@@ -109,3 +110,4 @@ pub use collective::RdmaCollective;
 pub use config::RdmaConfig;
 pub use devices::{Device, Port, devices};
 pub use info::{PREFERENCE, Provider, providers};
+pub use provider::RdmaProvider;

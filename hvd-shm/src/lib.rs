@@ -120,9 +120,11 @@ mod lockstep;
 mod movement;
 mod op;
 mod plan;
+mod provider;
 mod reducescatter;
 mod rendezvous;
 mod segment;
 
 pub use collective::ShmCollective;
 pub use config::ShmConfig;
+pub use provider::ShmProvider;
