@@ -227,6 +227,28 @@ impl World {
     }
 }
 
+/// The transports connect through a `World` (their crates cannot name this type).
+impl hvd_core::provider::Place for World {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+    fn size(&self) -> usize {
+        self.size
+    }
+    fn store(&self) -> Arc<dyn Store> {
+        self.store.clone()
+    }
+    fn launcher(&self) -> &'static str {
+        self.launcher
+    }
+    fn launched_by_mpi(&self) -> bool {
+        World::launched_by_mpi(self)
+    }
+    fn on_one_host(&self) -> Result<bool> {
+        World::on_one_host(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,59 +1,59 @@
 //! Choosing the transport: which backends this build has, and which one a job uses.
+//! What each can do comes from its provider (`providers.rs`); this file holds only the
+//! rules between them.
 
 use std::fmt;
 use std::str::FromStr;
 
+use hvd_core::provider::{Carries, Provider};
 use hvd_core::{Error, Result};
 
+use super::providers::providers;
 use crate::World;
 
-/// The transports this build of hvd can use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Backend {
+/// A transport, by the name a job chooses it by (`HVD_BACKEND`). The constants name the
+/// transports hvd has; [`Backend::compiled`] says which this build can use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Backend(&'static str);
+
+// Named like enum variants, so that choosing a transport reads
+// `Builder::backend(Backend::Tcp)`; a transport without a constant is found by name.
+#[allow(non_upper_case_globals)]
+impl Backend {
     /// Pure-Rust TCP (feature `gloo-tcp`, on by default).
-    Tcp,
+    pub const Tcp: Backend = Backend("tcp");
     /// The system's MPI (feature `mpi`), for jobs started by mpirun.
-    Mpi,
+    pub const Mpi: Backend = Backend("mpi");
     /// Shared memory (feature `shm`, on by default), for jobs whose ranks share a host.
-    Shm,
+    pub const Shm: Backend = Backend("shm");
     /// RDMA-class fabrics through libfabric (feature `rdma`): verbs, EFA, shm, tcp.
-    Rdma,
+    pub const Rdma: Backend = Backend("rdma");
     /// NCCL for tensors in CUDA memory (feature `nccl`), beside the host transport the
     /// other rules pick.
-    Nccl,
+    pub const Nccl: Backend = Backend("nccl");
 }
 
 impl Backend {
     /// Every backend compiled into this build.
     pub fn compiled() -> Vec<Backend> {
-        let mut backends = Vec::new();
-        if cfg!(feature = "gloo-tcp") {
-            backends.push(Backend::Tcp);
-        }
-        if cfg!(feature = "mpi") {
-            backends.push(Backend::Mpi);
-        }
-        if cfg!(feature = "shm") {
-            backends.push(Backend::Shm);
-        }
-        if cfg!(feature = "rdma") {
-            backends.push(Backend::Rdma);
-        }
-        if cfg!(feature = "nccl") {
-            backends.push(Backend::Nccl);
-        }
-        backends
+        providers().iter().map(|p| Backend(p.name())).collect()
     }
 
     pub fn name(self) -> &'static str {
-        match self {
-            Backend::Tcp => "tcp",
-            Backend::Mpi => "mpi",
-            Backend::Shm => "shm",
-            Backend::Rdma => "rdma",
-            Backend::Nccl => "nccl",
-        }
+        self.0
+    }
+
+    /// Its provider, when this build has it.
+    pub(super) fn provider(self) -> Option<&'static dyn Provider> {
+        providers().iter().copied().find(|p| p.name() == self.0)
+    }
+
+    /// Its provider, or the error that says this build lacks it.
+    pub(super) fn compiled_provider(self) -> Result<&'static dyn Provider> {
+        self.provider().ok_or_else(|| Error::Unsupported {
+            backend: self.0,
+            what: "this build (its Cargo feature is off)".into(),
+        })
     }
 }
 
@@ -64,7 +64,7 @@ impl fmt::Display for Backend {
 }
 
 fn expected_backend() -> String {
-    let names: Vec<&str> = Backend::compiled().iter().map(|b| b.name()).collect();
+    let names: Vec<&str> = providers().iter().map(|p| p.name()).collect();
     format!(
         "one of the backends compiled into this build: {}",
         names.join(", ")
@@ -76,9 +76,10 @@ impl FromStr for Backend {
 
     fn from_str(s: &str) -> Result<Self> {
         let wanted = s.trim().to_ascii_lowercase();
-        Backend::compiled()
-            .into_iter()
-            .find(|b| b.name() == wanted || (wanted == "gloo" && *b == Backend::Tcp))
+        providers()
+            .iter()
+            .find(|p| p.name() == wanted || p.aliases().contains(&wanted.as_str()))
+            .map(|p| Backend(p.name()))
             .ok_or_else(|| Error::Config {
                 name: "backend".into(),
                 value: s.into(),
@@ -113,32 +114,123 @@ impl Backend {
         Ok(named.map(|(_, backend)| backend))
     }
 
-    /// The transport for host tensors in `world`: this one, or for `nccl` (a device
-    /// transport) the one the rules pick without it.
+    /// The transport for host tensors in `world`: this one, or for a device transport
+    /// (`nccl`) the one the rules pick without it.
     pub fn host(self, world: &World) -> Result<Backend> {
-        match self {
-            Backend::Nccl => Backend::default_host(world),
-            host => Ok(host),
+        match self.provider() {
+            Some(p) if p.carries() == Carries::Device => Backend::default_host(world),
+            _ => Ok(self),
         }
     }
 
-    /// The host transport when none is named: MPI under mpirun, shared memory on one
-    /// host, else the first compiled in.
+    /// The host transport when none is named: the first that claims the job (MPI under
+    /// mpirun, shared memory on one host), else the first compiled in.
     fn default_host(world: &World) -> Result<Backend> {
-        let compiled: Vec<Backend> = Backend::compiled()
-            .into_iter()
-            .filter(|b| *b != Backend::Nccl)
-            .collect();
-        if compiled.contains(&Backend::Mpi) && world.launched_by_mpi() {
-            return Ok(Backend::Mpi);
+        let hosts = || providers().iter().filter(|p| p.carries() == Carries::Host);
+        for provider in hosts() {
+            if provider.claims(world)? {
+                return Ok(Backend(provider.name()));
+            }
         }
-        if compiled.contains(&Backend::Shm) && world.on_one_host()? {
-            return Ok(Backend::Shm);
+        hosts()
+            .next()
+            .map(|p| Backend(p.name()))
+            .ok_or_else(|| Error::Config {
+                name: "Cargo features".into(),
+                value: "no transport".into(),
+                expected: "at least one transport feature (gloo-tcp is the default)".into(),
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use hvd_core::MemoryStore;
+
+    use super::*;
+
+    fn job(launcher: &'static str, local_size: Option<usize>) -> World {
+        World {
+            rank: 0,
+            size: 2,
+            launcher,
+            store: Arc::new(MemoryStore::new()),
+            local_size,
         }
-        compiled.first().copied().ok_or_else(|| Error::Config {
-            name: "Cargo features".into(),
-            value: "no transport".into(),
-            expected: "at least one transport feature (gloo-tcp is the default)".into(),
-        })
+    }
+
+    #[test]
+    fn every_compiled_backend_is_chosen_by_its_name_and_aliases() {
+        for backend in Backend::compiled() {
+            assert_eq!(backend.name().parse::<Backend>().unwrap(), backend);
+            let shouted = format!(" {} ", backend.name().to_ascii_uppercase());
+            assert_eq!(shouted.parse::<Backend>().unwrap(), backend);
+        }
+        if cfg!(feature = "gloo-tcp") {
+            assert_eq!("gloo".parse::<Backend>().unwrap(), Backend::Tcp);
+        }
+    }
+
+    #[test]
+    fn an_unknown_name_is_refused_naming_the_compiled_backends() {
+        let names: Vec<&str> = Backend::compiled().iter().map(|b| b.name()).collect();
+        let error = "carrier-pigeon".parse::<Backend>().unwrap_err().to_string();
+        assert_eq!(
+            error,
+            format!(
+                "invalid value \"carrier-pigeon\" for backend: expected one of the backends \
+                 compiled into this build: {}",
+                names.join(", ")
+            )
+        );
+    }
+
+    #[test]
+    fn a_job_that_names_none_gets_the_first_transport_that_claims_it() {
+        if cfg!(feature = "mpi") {
+            assert_eq!(
+                Backend::default_host(&job("Open MPI", Some(2))).unwrap(),
+                Backend::Mpi
+            );
+        }
+        if cfg!(feature = "shm") {
+            assert_eq!(
+                Backend::default_host(&job("hvdrun", Some(2))).unwrap(),
+                Backend::Shm
+            );
+        }
+        if cfg!(feature = "gloo-tcp") {
+            // Not known to share a host: none claims it, and the first compiled runs it.
+            assert_eq!(
+                Backend::default_host(&job("hvdrun", None)).unwrap(),
+                Backend::Tcp
+            );
+        }
+    }
+
+    #[test]
+    fn a_device_transport_runs_beside_the_host_transport_the_rules_pick() {
+        let world = job("hvdrun", None);
+        let host = Backend::default_host(&world).unwrap();
+        assert_eq!(Backend::Tcp.host(&world).unwrap(), Backend::Tcp);
+        if cfg!(feature = "nccl") {
+            assert_eq!(Backend::Nccl.host(&world).unwrap(), host);
+        }
+    }
+
+    #[test]
+    fn a_backend_this_build_lacks_says_its_feature_is_off() {
+        // No build has it: the same as Backend::Mpi in a build without the mpi feature.
+        let lacking = Backend("carrier-pigeon");
+        let off = "carrier-pigeon transport does not support this build (its Cargo feature is off)";
+        assert_eq!(lacking.library().unwrap_err().to_string(), off);
+        let world = job("hvdrun", None);
+        let refused = super::super::connect(lacking, &world)
+            .err()
+            .expect("refused");
+        assert_eq!(refused.to_string(), off);
+        assert_eq!(lacking.report(), None);
     }
 }

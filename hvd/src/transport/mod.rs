@@ -1,6 +1,8 @@
-//! The transports: choosing one (`choose.rs`), connecting it (`connect.rs`), and
-//! diagnosing what a host offers them (`diagnose.rs`). The one place that knows every
-//! backend.
+//! The transports: the ones compiled in (`providers.rs`, one line each), choosing one
+//! (`choose.rs`), connecting it (`connect.rs`, with `hierarchy.rs` across hosts), and
+//! diagnosing what a host offers them (`diagnose.rs`). Each transport crate says what it
+//! can do through its [`Provider`](hvd_core::provider::Provider); these files ask the
+//! list and hold nothing per transport.
 //!
 //! Which transport a job uses, in order: the builder's
 //! [`Builder::backend`](crate::Builder::backend); else `HVD_BACKEND` (alias
@@ -19,7 +21,7 @@
 //! Fusion              hvd-runtime, Stack::wrap: a cycle's batch packed into few calls
 //! Router              connect.rs, router: each call to the transport for its memory
 //! ├ LossWitness       connect.rs, witnessed (under hvdrun): tells it the lost peer
-//! │ └ Hierarchical    connect.rs, hierarchical_over (across hosts): shm within a host
+//! │ └ Hierarchical    hierarchy.rs (across hosts): shm within a host
 //! │   └ tcp | rdma | shm | mpi
 //! ├ LossWitness<nccl> connect.rs, device_transport: device memory (feature nccl)
 //! └ host staging      connect.rs, staging: other device memory through the host
@@ -28,6 +30,8 @@
 mod choose;
 mod connect;
 mod diagnose;
+mod hierarchy;
+mod providers;
 
 pub use choose::Backend;
 pub use connect::{connect, connect_device, staging, world};

@@ -84,11 +84,10 @@ pub fn run() -> Result<(), String> {
         .set(&key("listen", world.rank), me.encode().as_bytes())
         .map_err(failed)?;
     let mut lines = String::new();
-    for line in hvd::transport::rdma_report().unwrap_or_default() {
-        let _ = writeln!(lines, "  rdma {:<20} {line}", me.host);
-    }
-    if let Some(line) = hvd::transport::nccl_report() {
-        let _ = writeln!(lines, "  nccl {:<20} {line}", me.host);
+    for backend in hvd::Backend::compiled() {
+        for line in backend.report().unwrap_or_default() {
+            let _ = writeln!(lines, "  {:<4} {:<20} {line}", backend.name(), me.host);
+        }
     }
     let mut all_ok = true;
     for peer in (0..world.size).filter(|&p| p != world.rank) {
