@@ -9,8 +9,9 @@ use hvd_core::{
     Result, Tensor, TensorMut,
 };
 
-/// Gives the memory (with a stream of its own) of a device, for staging its tensors.
-pub type DeviceMemoryFor = Arc<dyn Fn(Device) -> Result<Arc<dyn DeviceMemory>> + Send + Sync>;
+/// Gives the memory (with a stream of its own) of a device, for staging its tensors: what
+/// a transport's provider offers (`Provider::staging`).
+pub type DeviceMemoryFor = hvd_core::provider::MemoryFor;
 
 /// The memory made for each device so far.
 type Made = Vec<(Device, Arc<dyn DeviceMemory>)>;
