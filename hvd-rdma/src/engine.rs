@@ -8,15 +8,16 @@
 //! how the others hear of it, is [`blame`]'s.
 
 mod blame;
+mod lane;
 
-use std::collections::VecDeque;
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use hvd_core::schedule::{Action, Data, Done, Layout, MAX_IOV, Recv, Schedule};
 use hvd_core::{Error, Result};
 
-use self::blame::{ABORT_LOOKOUT, Fault, MAX_CAUSE};
+use self::blame::{ABORT_LOOKOUT, Blame, Fault, MAX_CAUSE};
+use self::lane::{ABORT_TAG, InFlight, Lane, tag};
 use crate::endpoint::{AGAIN, Blocked, Code, Completion, Endpoint};
 use crate::rendezvous::Process;
 use crate::sys;
@@ -48,40 +49,7 @@ pub(crate) fn spin_for(local_ranks: usize) -> Duration {
     }
 }
 
-pub(crate) use hvd_core::driver::{Abort, Call};
-
-/// The tag of frame `frame` from `from` in call `seq`: both sides count frames per peer
-/// and direction, so the `n`-th send meets the `n`-th receive. The sender's rank is in
-/// the tag because receives accept any source. The top bit is left for aborts.
-fn tag(seq: u32, from: usize, frame: u32) -> u64 {
-    (u64::from(seq & 0x7fff) << 48) | (((from & 0xffff) as u64) << 32) | u64::from(frame)
-}
-
-/// Tags with this bit carry an [`Abort`]; one receive for them is always posted.
-const ABORT_TAG: u64 = 1 << 63;
-
-#[derive(Debug)]
-struct InFlight {
-    slot: usize,
-    /// The layout bytes a send reads in place until it completes (none when staged):
-    /// nothing may write them meanwhile.
-    reads: Option<Range<usize>>,
-    /// Whether a receive lands in place, in the tensors, rather than in its slot.
-    in_place: bool,
-    /// What to do with a received frame (`None` for sends).
-    recv: Option<Recv>,
-    /// Set when the operation completed: the bytes that arrived.
-    done: Option<usize>,
-}
-
-/// The frames of a call to and from one peer.
-#[derive(Debug, Default)]
-struct Lane {
-    sends: VecDeque<InFlight>,
-    recvs: VecDeque<InFlight>,
-    sent: u32,
-    received: u32,
-}
+use hvd_core::driver::Call;
 
 /// An endpoint and what running calls over it needs.
 #[derive(Debug)]
@@ -157,7 +125,7 @@ impl Engine {
             if moved {
                 quiet_since = now;
             } else if now.duration_since(quiet_since) >= self.op_timeout {
-                return Err(self.timed_out(call, &lanes, &peers, None));
+                return Err(self.blame().timed_out(call, &lanes, &peers, None));
             } else if now.duration_since(quiet_since) >= self.spin {
                 match self.endpoint.block(BLOCK) {
                     Blocked::Waited => {}
@@ -379,7 +347,7 @@ impl Engine {
             std::thread::yield_now();
             if quiet_since.elapsed() >= self.op_timeout {
                 let others: Vec<usize> = (0..call.ranks).filter(|p| *p != call.rank).collect();
-                return Err(self.timed_out(call, lanes, &others, Some(peer)));
+                return Err(self.blame().timed_out(call, lanes, &others, Some(peer)));
             }
         }
     }
@@ -390,13 +358,14 @@ impl Engine {
         if let Err(failed) = self.endpoint.poll(&mut self.completions) {
             // A survivor that failed first may have exited since, which fails transfers
             // from it too: its abort, if one came, names the real culprit.
-            if let Some(reported) = self.abort_within(call, ABORT_LOOKOUT) {
+            if let Some(reported) = self.blame().abort_within(call, ABORT_LOOKOUT) {
                 return Err(reported);
             }
-            return Err(self.failed(call, lanes, failed).into());
+            return Err(self.blame().failed(call, lanes, failed).into());
         }
-        if let Some(done) = self.completions.iter().find(|c| c.slot == self.abort_slot) {
-            return Err(self.reported(call, done.len));
+        let abort = self.completions.iter().find(|c| c.slot == self.abort_slot);
+        if let Some(len) = abort.map(|c| c.len) {
+            return Err(self.blame().reported(call, len));
         }
         for done in &self.completions {
             let entry = lanes
@@ -505,13 +474,22 @@ impl Engine {
 
     /// A failure on this rank, not a peer's.
     fn local(&self, call: &Call<'_>, reason: String) -> Error {
-        Error::Io {
-            context: format!(
-                "rank {}: {} of tensor '{}' over libfabric provider {}",
-                call.rank, call.op, call.tensor, self.endpoint.provider.name
-            ),
-            message: reason,
-            kind: std::io::ErrorKind::Other,
+        blame::local(call, &self.endpoint.provider.name, reason)
+    }
+
+    fn lost(&self, call: &Call<'_>, peer: usize, cause: String) -> Error {
+        blame::lost(call, &self.endpoint.provider.name, peer, cause)
+    }
+
+    /// What naming the rank to blame needs of this engine.
+    fn blame(&mut self) -> Blame<'_> {
+        Blame {
+            endpoint: &mut self.endpoint,
+            completions: &mut self.completions,
+            processes: &self.processes,
+            me: &self.me,
+            abort_slot: self.abort_slot,
+            op_timeout: self.op_timeout,
         }
     }
 }
@@ -528,7 +506,7 @@ impl hvd_core::driver::Engine for Engine {
         let Err(fault) = self.drive(call, layout, schedule) else {
             return Ok(());
         };
-        self.abort(call, &fault);
+        self.blame().abort(call, &fault);
         Err(fault.error)
     }
 }

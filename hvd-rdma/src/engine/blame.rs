@@ -8,8 +8,11 @@ use std::time::{Duration, Instant};
 
 use hvd_core::Error;
 
-use super::{ABORT_TAG, Abort, Call, Engine, Lane};
-use crate::endpoint::{AGAIN, Failed};
+use hvd_core::driver::{Abort, Call};
+
+use super::lane::{ABORT_TAG, Lane};
+use crate::endpoint::{AGAIN, Completion, Endpoint, Failed};
+use crate::rendezvous::Process;
 
 /// How long a failing rank tries to deliver its aborts.
 const ABORT_GRACE: Duration = Duration::from_millis(500);
@@ -49,7 +52,19 @@ impl From<Error> for Box<Fault> {
     }
 }
 
-impl Engine {
+/// What naming the rank to blame needs of the engine, borrowed for one failure.
+pub(super) struct Blame<'e> {
+    pub endpoint: &'e mut Endpoint,
+    pub completions: &'e mut Vec<Completion>,
+    /// Every rank's process, by rank, and this one's.
+    pub processes: &'e [Process],
+    pub me: &'e Process,
+    /// The slot of the always-posted receive for aborts.
+    pub abort_slot: usize,
+    pub op_timeout: Duration,
+}
+
+impl Blame<'_> {
     /// Tells every rank but the culprit why this rank's call failed, as far as it can
     /// within a short grace period.
     pub(super) fn abort(&mut self, call: &Call<'_>, fault: &Fault) {
@@ -70,7 +85,7 @@ impl Engine {
         let dead = |p: usize| {
             self.processes
                 .get(p)
-                .is_some_and(|r| r.has_exited(&self.me))
+                .is_some_and(|r| r.has_exited(self.me))
         };
         let told: Vec<usize> = (0..call.ranks)
             .filter(|p| *p != call.rank && Some(*p) != fault.culprit && !dead(*p))
@@ -89,7 +104,7 @@ impl Engine {
                         break;
                     }
                     AGAIN if Instant::now() < deadline => {
-                        let _ = self.endpoint.poll(&mut self.completions);
+                        let _ = self.endpoint.poll(self.completions);
                     }
                     _ => break,
                 }
@@ -98,23 +113,10 @@ impl Engine {
         let deadline = Instant::now() + ABORT_GRACE;
         while !pending.is_empty() && Instant::now() < deadline {
             self.completions.clear();
-            if self.endpoint.poll(&mut self.completions).is_err() {
+            if self.endpoint.poll(self.completions).is_err() {
                 break;
             }
             pending.retain(|slot| !self.completions.iter().any(|c| c.slot == *slot));
-        }
-    }
-
-    pub(super) fn lost(&self, call: &Call<'_>, peer: usize, cause: String) -> Error {
-        Error::PeerLost {
-            rank: call.rank,
-            peer,
-            op: call.op.name(),
-            tensor: call.tensor.to_owned(),
-            cause: format!(
-                "libfabric provider {}: {cause}",
-                self.endpoint.provider.name
-            ),
         }
     }
 
@@ -143,13 +145,15 @@ impl Engine {
                     ),
                 }
             }
-            Some((peer, direction)) => self.lost(
+            Some((peer, direction)) => lost(
                 call,
+                &self.endpoint.provider.name,
                 peer,
                 format!("{direction} it failed: {}", failed.text),
             ),
-            None => self.local(
+            None => local(
                 call,
+                &self.endpoint.provider.name,
                 format!("the completion queue reported: {}", failed.text),
             ),
         }
@@ -196,7 +200,7 @@ impl Engine {
     fn exited(&self, rank: usize) -> Option<usize> {
         (0..self.processes.len())
             .filter(|r| *r != rank)
-            .find(|r| self.processes[*r].has_exited(&self.me))
+            .find(|r| self.processes[*r].has_exited(self.me))
     }
 
     /// Another rank's abort, if one arrives within `wait`. Not the driver's
@@ -285,5 +289,28 @@ impl Engine {
             culprit,
             reported: false,
         })
+    }
+}
+
+/// A peer failed this rank's call.
+pub(super) fn lost(call: &Call<'_>, provider: &str, peer: usize, cause: String) -> Error {
+    Error::PeerLost {
+        rank: call.rank,
+        peer,
+        op: call.op.name(),
+        tensor: call.tensor.to_owned(),
+        cause: format!("libfabric provider {provider}: {cause}"),
+    }
+}
+
+/// A failure on this rank, not a peer's.
+pub(super) fn local(call: &Call<'_>, provider: &str, reason: String) -> Error {
+    Error::Io {
+        context: format!(
+            "rank {}: {} of tensor '{}' over libfabric provider {provider}",
+            call.rank, call.op, call.tensor
+        ),
+        message: reason,
+        kind: std::io::ErrorKind::Other,
     }
 }
