@@ -403,3 +403,6 @@ impl Negotiation {
         Ok((leavers, tune))
     }
 }
+
+#[cfg(test)]
+mod tests;
