@@ -6,8 +6,11 @@
 //! stall inspector, join, process sets, the Timeline and autotuning, over the middleware
 //! stack built in `stack.rs` (`Timeline<Fusion<Router>>`).
 //!
-//! In the cached steady state, small allreduces of a set that repeats ride the
-//! negotiation round itself (`speculate.rs`): one collective per step, not two.
+//! Each engine is two parts: negotiation (`negotiation/`) turns this rank's requests
+//! into the responses every rank agreed on, and the executor (`executor.rs`) holds the
+//! work, runs the responses and completes every operation. In the cached steady state,
+//! small allreduces of a set that repeats ride the negotiation round itself
+//! (`speculate.rs`): one collective per step, not two.
 //!
 //! Each cycle's agreed responses reach the stack as whole batches of typed operations;
 //! Fusion alone applies the fusion threshold, and the [`Router`] sends each call to the
@@ -27,18 +30,20 @@ mod config;
 mod control_errors;
 mod drive;
 mod engine;
-mod execute;
+mod executor;
 mod expectation;
 #[cfg(fuzzing)]
 #[doc(hidden)]
 pub mod fuzzing;
 mod handle;
+mod negotiation;
 mod poll;
 mod process_set;
 mod queue;
 mod request;
 mod response;
 mod router;
+mod run;
 mod set_engine;
 mod speculate;
 mod stack;

@@ -60,13 +60,6 @@ impl Work {
         }
     }
 
-    /// Hands an in-place operation's tensor back as it now is.
-    pub fn succeed(self) {
-        if let Work::InPlace(tensor) = self {
-            tensor.finish(Ok(()));
-        }
-    }
-
     /// Fails the operation with `err`.
     pub fn fail(self, err: Error) {
         match self {
