@@ -1,22 +1,28 @@
 //! Random resized crop, horizontal flip and normalisation, drawn from (seed, epoch,
-//! sample) alone so that a sample looks the same whichever thread or rank prepares it.
+//! sample) alone so that a sample looks the same whichever thread or rank prepares it;
+//! or, for samples already the model's size (MNIST), normalisation alone.
 
 use fast_image_resize::images::{TypedImage, TypedImageRef};
 use fast_image_resize::pixels::U8x3;
 use fast_image_resize::{FilterType, ResizeAlg, ResizeOptions, Resizer};
 use hvd_core::rng::SplitMix64;
 
-use crate::decode::Rgb;
+use crate::decode::Image;
 
 /// ImageNet's channel means and standard deviations, which torchvision's models expect.
 pub const IMAGENET_MEAN: [f32; 3] = [0.485, 0.456, 0.406];
 pub const IMAGENET_STD: [f32; 3] = [0.229, 0.224, 0.225];
 
-/// How each image becomes a `3 × size × size` block of `f32`s.
+/// How each image becomes a `channels × size × size` block of `f32`s.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Augment {
     /// The side of the square output.
     pub size: u32,
+    /// The output's channels: 3 (RGB), or 1 (grey, [`exact`](Self::exact) only).
+    pub channels: u32,
+    /// Crop and resize each image (`true`); else ([`exact`](Self::exact)) take it as it
+    /// is: it must be `size × size` with `channels` channels, and is only normalised.
+    pub resize: bool,
     /// Training (`true`): a random crop of `scale` of the area and `ratio` of aspect, and
     /// a flip half of the time. Evaluation (`false`): the central `center` of the
     /// shorter side, never flipped.
@@ -34,6 +40,8 @@ impl Augment {
     pub fn train(size: u32) -> Self {
         Augment {
             size,
+            channels: 3,
+            resize: true,
             random: true,
             scale: (0.08, 1.0),
             ratio: (3.0 / 4.0, 4.0 / 3.0),
@@ -52,8 +60,36 @@ impl Augment {
         }
     }
 
+    /// Samples taken as they are: `channels` (1 or 3) of `size × size` pixels, neither
+    /// cropped, resized nor flipped; bytes become `v / 255`, `f32` samples stay as they
+    /// are (a mean of 0 and a deviation of 1: set `mean` and `std` to normalise).
+    pub fn exact(size: u32, channels: u32) -> Self {
+        Augment {
+            channels,
+            resize: false,
+            random: false,
+            mean: [0.0; 3],
+            std: [1.0; 3],
+            ..Augment::train(size)
+        }
+    }
+
     /// The first setting out of range, by name, and why.
     pub(crate) fn invalid(&self) -> Option<(&'static str, String)> {
+        if !matches!(self.channels, 1 | 3) {
+            return Some((
+                "Augment::channels",
+                format!("{}: expected 1 (grey) or 3 (RGB)", self.channels),
+            ));
+        }
+        if self.channels == 1 && self.resize {
+            return Some((
+                "Augment::channels",
+                "1 with resize: grey output is for samples taken as they are \
+                 (Augment::exact)"
+                    .into(),
+            ));
+        }
         let (scale, ratio) = (self.scale, self.ratio);
         if !(scale.0 > 0.0 && scale.0 <= scale.1 && scale.1 <= 1.0) {
             return Some((
@@ -84,12 +120,21 @@ impl Augment {
 
     /// How many `f32`s one image takes.
     pub fn sample_len(&self) -> usize {
-        3 * self.size as usize * self.size as usize
+        self.channels as usize * self.size as usize * self.size as usize
     }
 
     /// The crop and flip of sample `index` in `epoch`, for an image of `width` × `height`.
     pub fn plan(&self, seed: u64, epoch: u64, index: usize, width: usize, height: usize) -> Crop {
         let (w, h) = (width as f64, height as f64);
+        if !self.resize {
+            return Crop {
+                left: 0.0,
+                top: 0.0,
+                width: w,
+                height: h,
+                flip: false,
+            };
+        }
         if !self.random {
             let side = w.min(h) * self.center;
             return Crop {
@@ -165,15 +210,26 @@ pub(crate) struct Resample {
 
 impl Augment {
     /// Crops, resizes (bilinear with antialiasing, like Pillow's), flips and normalises
-    /// `image` into `out` (`3 × size × size`, channel-major).
+    /// `image` into `out` (`channels × size × size`, channel-major); or only normalises
+    /// it, without `resize`.
     pub(crate) fn apply(
         &self,
-        image: Rgb<'_>,
+        image: Image<'_>,
         crop: Crop,
         resample: &mut Resample,
         out: &mut [f32],
     ) -> Result<(), String> {
         let side = self.size as usize;
+        if !self.resize {
+            return self.take_as_is(image, out);
+        }
+        if image.channels != 3 || image.float {
+            return Err(format!(
+                "a {} cannot be cropped and resized (8-bit RGB only): take samples \
+                 of the model's size as they are (Augment::exact)",
+                image.describe()
+            ));
+        }
         // Typed to RGB: the untyped entry point would build the resizer for every pixel
         // type it knows.
         let source = TypedImageRef::<U8x3>::from_buffer(
@@ -194,6 +250,43 @@ impl Augment {
             .resize_typed(&source, &mut target, &options)
             .map_err(|e| format!("resize of a {} x {} crop: {e}", crop.width, crop.height))?;
         normalise(&resample.resized, side, crop.flip, self, out);
+        Ok(())
+    }
+}
+
+impl Augment {
+    /// `image`, already `channels × size × size`, normalised into `out`, channel-major.
+    fn take_as_is(&self, image: Image<'_>, out: &mut [f32]) -> Result<(), String> {
+        let (side, channels) = (self.size as usize, self.channels as usize);
+        if (image.width, image.height, image.channels) != (side, side, channels) {
+            return Err(format!(
+                "a {} with {} channel(s) is not the {side} x {side} with {channels} \
+                 channel(s) taken as it is (Augment::exact): resize the samples first",
+                image.describe(),
+                image.channels
+            ));
+        }
+        let plane = side * side;
+        for c in 0..channels {
+            let (mean, std) = (self.mean[c], self.std[c]);
+            let channel = &mut out[c * plane..(c + 1) * plane];
+            if image.float {
+                let values = image.pixels.chunks_exact(4 * channels);
+                for (value, pixel) in channel.iter_mut().zip(values) {
+                    let bytes = [
+                        pixel[4 * c],
+                        pixel[4 * c + 1],
+                        pixel[4 * c + 2],
+                        pixel[4 * c + 3],
+                    ];
+                    *value = (f32::from_ne_bytes(bytes) - mean) / std;
+                }
+            } else {
+                for (value, pixel) in channel.iter_mut().zip(image.pixels.chunks_exact(channels)) {
+                    *value = (f32::from(pixel[c]) / 255.0 - mean) / std;
+                }
+            }
+        }
         Ok(())
     }
 }

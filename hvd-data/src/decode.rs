@@ -1,4 +1,4 @@
-//! Encoded bytes to RGB pixels.
+//! Encoded bytes to pixels: JPEG decoded to RGB; decoded samples borrowed as they are.
 
 use zune_jpeg::JpegDecoder;
 use zune_jpeg::zune_core::bytestream::ZCursor;
@@ -10,12 +10,28 @@ use crate::source::Encoding;
 /// The largest side decoded: a corrupt header claiming more would cost gigabytes.
 const MAX_SIDE: usize = 1 << 14;
 
-/// RGB pixels, 3 bytes each, row after row.
+/// Pixels row after row, `channels` values each (interleaved): bytes, or native-endian
+/// `f32`s when `float`.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Rgb<'a> {
+pub(crate) struct Image<'a> {
     pub pixels: &'a [u8],
     pub width: usize,
     pub height: usize,
+    pub channels: usize,
+    pub float: bool,
+}
+
+impl Image<'_> {
+    /// What the pixels are, for errors.
+    pub fn describe(&self) -> String {
+        let kind = match (self.channels, self.float) {
+            (1, false) => "grey".to_string(),
+            (3, false) => "RGB".to_string(),
+            (c, false) => format!("{c}-channel"),
+            (c, true) => format!("{c}-channel f32"),
+        };
+        format!("{kind} image of {} x {}", self.width, self.height)
+    }
 }
 
 /// Decodes `bytes` into `scratch` (reusing its capacity), or borrows them when they are
@@ -24,27 +40,38 @@ pub(crate) fn decode<'a>(
     bytes: &'a [u8],
     encoding: Encoding,
     scratch: &'a mut Vec<u8>,
-) -> Result<Rgb<'a>, String> {
-    match encoding {
-        Encoding::Rgb { width, height } => {
-            let (width, height) = (width as usize, height as usize);
-            if bytes.len() != width * height * 3 || width == 0 || height == 0 {
-                return Err(format!(
-                    "{} bytes are not {width} x {height} RGB pixels",
-                    bytes.len()
-                ));
-            }
-            Ok(Rgb {
-                pixels: bytes,
-                width,
-                height,
-            })
-        }
-        Encoding::Jpeg => decode_jpeg(bytes, scratch),
+) -> Result<Image<'a>, String> {
+    let (width, height, channels, float, what) = match encoding {
+        Encoding::Jpeg => return decode_jpeg(bytes, scratch),
+        Encoding::Rgb { width, height } => (width, height, 3, false, "RGB pixels"),
+        Encoding::Grey { width, height } => (width, height, 1, false, "grey pixels"),
+        Encoding::F32 {
+            width,
+            height,
+            channels,
+        } => (width, height, channels, true, "f32 pixels"),
+    };
+    let (width, height, channels) = (width as usize, height as usize, channels as usize);
+    let value = if float { size_of::<f32>() } else { 1 };
+    let expected = width
+        .checked_mul(height)
+        .and_then(|n| n.checked_mul(channels * value));
+    if expected != Some(bytes.len()) || width == 0 || height == 0 || channels == 0 {
+        return Err(format!(
+            "{} bytes are not {width} x {height} {what} of {channels} channel(s)",
+            bytes.len()
+        ));
     }
+    Ok(Image {
+        pixels: bytes,
+        width,
+        height,
+        channels,
+        float,
+    })
 }
 
-fn decode_jpeg<'a>(bytes: &[u8], scratch: &'a mut Vec<u8>) -> Result<Rgb<'a>, String> {
+fn decode_jpeg<'a>(bytes: &[u8], scratch: &'a mut Vec<u8>) -> Result<Image<'a>, String> {
     // Strict: a truncated file is an error, not an image padded with grey.
     let options = DecoderOptions::default()
         .jpeg_set_out_colorspace(ColorSpace::RGB)
@@ -67,9 +94,11 @@ fn decode_jpeg<'a>(bytes: &[u8], scratch: &'a mut Vec<u8>) -> Result<Rgb<'a>, St
     }
     scratch.resize(size, 0);
     decoder.decode_into(&mut scratch[..]).map_err(invalid)?;
-    Ok(Rgb {
+    Ok(Image {
         pixels: scratch,
         width,
         height,
+        channels: 3,
+        float: false,
     })
 }

@@ -6,10 +6,11 @@
 //! once per epoch, whatever happens to the number of ranks:
 //!
 //! - [`source`]: where images come from: a folder per class ([`ImageFolder`]),
-//!   WebDataset-style tar shards ([`TarShards`]), memory ([`InMemory`]) or nothing at
-//!   all ([`Synthetic`]);
+//!   WebDataset-style tar shards ([`TarShards`]), memory ([`InMemory`]: JPEGs, or
+//!   decoded RGB, grey or `f32` pixels) or nothing at all ([`Synthetic`]);
 //! - [`Augment`]: random resized crop, flip and normalisation, drawn from (seed, epoch,
-//!   sample) alone, so a sample looks the same whichever thread prepares it;
+//!   sample) alone, so a sample looks the same whichever thread prepares it; or
+//!   ([`Augment::exact`]) samples already the model's size, grey or RGB, only normalised;
 //! - [`Loader`]: decode threads, a bounded queue of reused batch buffers, batches in step
 //!   order as one NCHW `f32` block and their labels;
 //! - [`Loader::autotune`]: threads and prefetch chosen from the measured decode rate

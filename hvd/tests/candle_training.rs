@@ -3,7 +3,7 @@
 //!
 //! The example's code is compiled into this test, whose ignored test `rank_body` is one
 //! rank of a job whose ranks meet in a shared-directory store; it writes what it reached to a file.
-#![cfg(feature = "candle")]
+#![cfg(all(feature = "candle", feature = "data"))]
 
 #[path = "common/ranks.rs"]
 mod ranks;
@@ -215,4 +215,59 @@ fn mnist_idx_files_are_read_and_bad_ones_named() {
             train_images.display()
         )
     );
+}
+
+/// The pixels and labels hvd's loader hands the training loop, in the order of its
+/// sampler's first step: all of `split`'s examples, as `(n, 784)` rows.
+fn through_the_loader(split: train_mnist::data::Split) -> (Vec<usize>, Vec<f32>, Vec<i64>) {
+    use hvd::data::{Augment, ElasticSampler, Loader, LoaderOptions};
+    let sampler = ElasticSampler::new(split.len(), split.len()).seed(Some(3));
+    let options = LoaderOptions {
+        threads: 2,
+        ..Default::default()
+    };
+    let mut loader = Loader::new(split.into_source(), Augment::exact(28, 1), options).unwrap();
+    let mut epoch = loader.epoch(&sampler, 0, 1).unwrap();
+    let batch = epoch.next_batch().unwrap().unwrap();
+    assert_eq!(batch.shape(), [batch.len(), 1, 28, 28]);
+    (
+        batch.indices().to_vec(),
+        batch.images().to_vec(),
+        batch.labels().to_vec(),
+    )
+}
+
+#[test]
+fn the_loader_feeds_the_very_pixels_and_labels_of_the_dataset() {
+    let cpu = candle_core::Device::Cpu;
+    // The synthetic stand-in's floats, twice: one copy for the loader, one to compare.
+    let expected = |split: &train_mnist::data::Split, indices: &[usize]| {
+        let (images, labels) = split.batch(indices, &cpu).unwrap();
+        let images: Vec<f32> = images.flatten_all().unwrap().to_vec1().unwrap();
+        let labels: Vec<i64> = labels
+            .to_vec1::<u32>()
+            .unwrap()
+            .into_iter()
+            .map(i64::from)
+            .collect();
+        (images, labels)
+    };
+    let reference = train_mnist::data::synthetic(60, 10).train;
+    let (indices, images, labels) = through_the_loader(train_mnist::data::synthetic(60, 10).train);
+    assert_eq!((images, labels), expected(&reference, &indices));
+
+    // MNIST's bytes: v / 255, as the test split's batches have them.
+    let dir = tempfile::tempdir().unwrap();
+    let pixels: Vec<u8> = (0..5 * 784).map(|i| (i * 7 % 256) as u8).collect();
+    for (images, labels) in [
+        ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+        ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
+    ] {
+        write_idx(&dir.path().join(images), &[5, 28, 28], &pixels);
+        write_idx(&dir.path().join(labels), &[5], &[4, 1, 0, 9, 2]);
+    }
+    let reference = train_mnist::data::mnist(dir.path()).unwrap().train;
+    let train = train_mnist::data::mnist(dir.path()).unwrap().train;
+    let (indices, images, labels) = through_the_loader(train);
+    assert_eq!((images, labels), expected(&reference, &indices));
 }

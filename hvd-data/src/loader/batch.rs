@@ -30,7 +30,7 @@ impl BatchBuffer {
     }
 }
 
-/// This rank's share of one step: `len()` images as one `len × 3 × size × size` block
+/// This rank's share of one step: `len()` images as one `len × channels × size × size` block
 /// of `f32`s (NCHW) and their labels. Dropping it gives its buffer back to the loader;
 /// while it is held, its buffer is one fewer for the decode threads to fill ahead.
 /// It owns what it needs (it may be sent to another thread, or outlive its epoch), so a
@@ -39,7 +39,8 @@ impl BatchBuffer {
 pub struct Batch {
     pub(crate) buffer: Option<BatchBuffer>,
     pub(crate) queue: Arc<Queue>,
-    pub(crate) side: usize,
+    /// One image's `[channels, size, size]`.
+    pub(crate) sample: [usize; 3],
 }
 
 impl Batch {
@@ -64,9 +65,10 @@ impl Batch {
         self.len() == 0
     }
 
-    /// `[len, 3, size, size]`.
+    /// `[len, channels, size, size]` (channels 3, or 1 for grey).
     pub fn shape(&self) -> [usize; 4] {
-        [self.len(), 3, self.side, self.side]
+        let [channels, height, width] = self.sample;
+        [self.len(), channels, height, width]
     }
 
     /// The images, NCHW, normalised; the first on a 64-byte boundary.

@@ -224,7 +224,10 @@ impl Loader {
             meter: Arc::clone(&self.meter),
         });
         let mut epoch = Epoch {
-            side: self.augment.size as usize,
+            sample: {
+                let side = self.augment.size as usize;
+                [self.augment.channels as usize, side, side]
+            },
             timeout: self.options.timeout,
             queue: Arc::clone(&queue),
             threads: Vec::with_capacity(threads),
@@ -264,7 +267,7 @@ pub struct Epoch {
     next: usize,
     steps: usize,
     skipped: usize,
-    side: usize,
+    sample: [usize; 3],
     timeout: std::time::Duration,
 }
 
@@ -283,7 +286,7 @@ impl Epoch {
         Ok(Some(Batch {
             buffer: Some(buffer),
             queue: Arc::clone(&self.queue),
-            side: self.side,
+            sample: self.sample,
         }))
     }
 

@@ -21,6 +21,16 @@ pub enum Encoding {
     Jpeg,
     /// Decoded pixels, 3 bytes (R, G, B) each, row after row.
     Rgb { width: u32, height: u32 },
+    /// Decoded grey pixels, one byte each, row after row (MNIST's IDX files).
+    Grey { width: u32, height: u32 },
+    /// Decoded values, `channels` native-endian `f32`s a pixel (interleaved), row after
+    /// row: samples already in the range the model wants, taken as they are. Only
+    /// [`Augment::exact`](crate::Augment::exact) takes them (no resize of floats).
+    F32 {
+        width: u32,
+        height: u32,
+        channels: u32,
+    },
 }
 
 /// What a source says about a sample it has read.

@@ -1,4 +1,6 @@
 //! The datasets: MNIST from its IDX files, or a synthetic stand-in with the same shape.
+//! Training reads them through hvd's loader ([`Split::into_source`]); the test split is
+//! scored in place ([`Split::batch`]).
 //!
 //! The synthetic dataset is ten classes of 28×28 grey images. Each class has a fixed
 //! template: four thick strokes between random points of the central 16×16 area (the
@@ -11,6 +13,8 @@
 use std::path::Path;
 
 use candle_core::{Device, Tensor};
+use hvd::data::InMemory;
+use hvd::data::source::{Encoding, Sample};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -18,10 +22,16 @@ pub const SIDE: usize = 28;
 pub const PIXELS: usize = SIDE * SIDE;
 pub const CLASSES: usize = 10;
 
-/// Images (pixels in [0, 1], row-major) and their labels.
+/// Images (row-major 28×28) and their labels.
 pub struct Split {
-    images: Vec<f32>,
+    images: Images,
     labels: Vec<u32>,
+}
+
+/// MNIST's bytes (a pixel is `v / 255`), or generated values in [0, 1].
+enum Images {
+    Bytes(Vec<u8>),
+    Floats(Vec<f32>),
 }
 
 pub struct Dataset {
@@ -44,13 +54,49 @@ impl Split {
     ) -> candle_core::Result<(Tensor, Tensor)> {
         let mut images = Vec::with_capacity(indices.len() * PIXELS);
         for &i in indices {
-            images.extend_from_slice(&self.images[i * PIXELS..(i + 1) * PIXELS]);
+            let pixels = i * PIXELS..(i + 1) * PIXELS;
+            match &self.images {
+                Images::Bytes(bytes) => {
+                    images.extend(bytes[pixels].iter().map(|&p| f32::from(p) / 255.0));
+                }
+                Images::Floats(floats) => images.extend_from_slice(&floats[pixels]),
+            }
         }
         let labels: Vec<u32> = indices.iter().map(|&i| self.labels[i]).collect();
         Ok((
             Tensor::from_vec(images, (indices.len(), PIXELS), device)?,
             Tensor::from_vec(labels, indices.len(), device)?,
         ))
+    }
+
+    /// The split as a source for hvd's loader, one sample an image: MNIST's grey bytes,
+    /// or the generated values as `f32`s. `Augment::exact(28, 1)` then hands over the
+    /// pixels [`batch`](Self::batch) would.
+    pub fn into_source(self) -> InMemory {
+        let mut source = InMemory::default();
+        let (width, height) = (SIDE as u32, SIDE as u32);
+        let labels = self.labels.iter().map(|&l| i64::from(l));
+        match self.images {
+            Images::Bytes(bytes) => {
+                let encoding = Encoding::Grey { width, height };
+                for (pixels, label) in bytes.chunks_exact(PIXELS).zip(labels) {
+                    source.push(pixels.to_vec(), Sample { label, encoding });
+                }
+            }
+            Images::Floats(floats) => {
+                let channels = 1;
+                let encoding = Encoding::F32 {
+                    width,
+                    height,
+                    channels,
+                };
+                for (pixels, label) in floats.chunks_exact(PIXELS).zip(labels) {
+                    let bytes = pixels.iter().flat_map(|v| v.to_ne_bytes()).collect();
+                    source.push(bytes, Sample { label, encoding });
+                }
+            }
+        }
+        source
     }
 }
 
@@ -72,7 +118,7 @@ pub fn mnist(dir: &Path) -> Result<Dataset, BoxError> {
             return Err(format!("{}: label {bad} is not a digit", dir.display()).into());
         }
         Ok(Split {
-            images: images.iter().map(|&p| f32::from(p) / 255.0).collect(),
+            images: Images::Bytes(images),
             labels: labels.iter().map(|&l| u32::from(l)).collect(),
         })
     };
@@ -176,7 +222,10 @@ fn render(templates: &[Vec<f32>], n: usize, rng: &mut StdRng) -> Split {
         }
         labels.push(label as u32);
     }
-    Split { images, labels }
+    Split {
+        images: Images::Floats(images),
+        labels,
+    }
 }
 
 /// A standard normal sample (Box–Muller).

@@ -8,9 +8,10 @@
 //! ```
 //!
 //! Horovod's four steps are marked below: init, pin the device, wrap the optimizer,
-//! broadcast the initial state. Each epoch every rank trains on its shard of a fresh
-//! shuffle; rank 0 prints the epoch's training loss and test accuracy (both over the
-//! whole job) and the throughput, and saves the checkpoint at the end.
+//! broadcast the initial state. Each epoch every rank trains on its share of each global
+//! batch of a fresh shuffle, prepared ahead by hvd's loader (`hvd::data`); rank 0 prints
+//! the epoch's training loss and test accuracy (both over the whole job) and the
+//! throughput, and saves the checkpoint at the end.
 
 pub(crate) mod data;
 mod model;
@@ -20,13 +21,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use candle_core::{D, DType, Device, Module};
+use candle_core::{D, DType, Device, Module, Tensor};
 use candle_nn::{Optimizer, SGD, VarBuilder, VarMap};
 use clap::Parser;
 use hvd::ProcessSet;
-use hvd::candle::{DistributedOptimizer, DistributedSampler, broadcast_varmap, metrics};
+use hvd::candle::{DistributedOptimizer, broadcast_varmap, metrics};
+use hvd::data::{Augment, Batch, ElasticSampler, Loader, LoaderOptions};
 
-use data::Split;
+use data::{Dataset, PIXELS, SIDE, Split};
 use model::Mlp;
 use progress::Progress;
 
@@ -98,7 +100,6 @@ pub fn train(args: &Args) -> Result<Summary, BoxError> {
         )
         .into());
     }
-    let local_batch = args.batch / size;
     // Step 2: pin the device. On a CPU there is nothing to pin (hvdrun -x
     // RAYON_NUM_THREADS=N gives each rank its share of the cores); with CUDA, one GPU
     // per local rank.
@@ -116,7 +117,7 @@ pub fn train(args: &Args) -> Result<Summary, BoxError> {
         _ => Device::Cpu,
     };
 
-    let dataset = match &args.data {
+    let Dataset { train, test } = match &args.data {
         Some(dir) => data::mnist(dir)?,
         None => data::synthetic(args.synthetic_examples, args.synthetic_examples / 6),
     };
@@ -130,36 +131,59 @@ pub fn train(args: &Args) -> Result<Summary, BoxError> {
     // Step 4: start every rank from rank 0's model.
     broadcast_varmap(&hvd, &varmap, 0)?;
 
-    let mut sampler = DistributedSampler::for_set(dataset.train.len(), &hvd)?.seed(args.seed);
-    if sampler.num_samples() < local_batch {
+    if train.len() < args.batch {
         return Err(format!(
             "--batch {} is larger than the training set ({} examples): no step could run",
             args.batch,
-            dataset.train.len()
+            train.len()
         )
         .into());
     }
+    // Every rank walks the same shuffle in global batches; the loader cuts this rank's
+    // share of each step and prepares the next ones on its own thread while this one
+    // computes (the pixels are in memory: one thread is plenty).
+    let mut sampler = ElasticSampler::new(train.len(), args.batch).seed(Some(args.seed));
+    let options = LoaderOptions {
+        threads: 1,
+        ..LoaderOptions::default()
+    };
+    let mut loader = Loader::new(train.into_source(), Augment::exact(SIDE as u32, 1), options)?;
     let progress = Progress::new(rank == 0);
     let mut summary = None;
     for epoch in 1..=args.epochs {
         sampler.set_epoch(epoch as u64);
-        let mine = sampler.indices();
-        let steps = mine.len() / local_batch;
+        let steps = steps_to_train(&sampler, size);
+        let mut batches = loader.epoch(&sampler, rank, size)?;
         let started = Instant::now();
-        let mut loss_sum = 0f64;
-        for (step, batch) in mine.chunks_exact(local_batch).enumerate() {
-            let (images, labels) = dataset.train.batch(batch, &device)?;
+        let (mut loss_sum, mut examples) = (0f64, 0);
+        for step in 0..steps {
+            let batch = batches
+                .next_batch()?
+                .ok_or("the loader ended the epoch before its last step")?;
+            let (images, labels) = tensors(&batch, &device)?;
             let loss = candle_nn::loss::cross_entropy(&model.forward(&images)?, &labels)?;
-            optimizer.backward_step(&loss)?;
+            // The ranks' gradients are averaged: weighting each rank's mean loss by its
+            // share of the step's examples makes that the step's mean, also in the
+            // epoch's last step, whose shares may differ by one.
+            let step_examples = sampler.next_global_batch().len();
+            let weight = (batch.len() * size) as f64 / step_examples as f64;
+            if weight == 1.0 {
+                optimizer.backward_step(&loss)?;
+            } else {
+                optimizer.backward_step(&loss.affine(weight, 0.0)?)?;
+            }
+            sampler.advance();
+            examples += step_examples;
             let loss = loss.to_scalar::<f32>()?;
             loss_sum += f64::from(loss);
             progress.update(epoch, step + 1, steps, loss);
         }
-        let examples_per_second = (steps * args.batch) as f64 / started.elapsed().as_secs_f64();
+        drop(batches);
+        let examples_per_second = examples as f64 / started.elapsed().as_secs_f64();
         progress.clear();
 
         let loss = metrics::average(&hvd, "loss", loss_sum / steps.max(1) as f64)?;
-        let accuracy = test_accuracy(&hvd, &model, &dataset.test, &device)?;
+        let accuracy = test_accuracy(&hvd, &model, &test, &device)?;
         if rank == 0 {
             println!(
                 "epoch {epoch:>2}/{}  loss {loss:.4}  test accuracy {:5.2}%  {examples_per_second:>8.0} examples/s on {size} rank{}",
@@ -179,6 +203,26 @@ pub fn train(args: &Args) -> Result<Summary, BoxError> {
         println!("checkpoint saved to {}", path.display());
     }
     summary.ok_or_else(|| "no epoch ran".into())
+}
+
+/// The steps of the sampler's epoch to train: every whole global batch, and the last,
+/// shorter one when each rank has a share of it (a rank without one would have no loss
+/// to average; those few examples wait for another epoch's shuffle).
+fn steps_to_train(sampler: &ElasticSampler, size: usize) -> usize {
+    let (whole, rest) = (
+        sampler.len() / sampler.global_batch(),
+        sampler.len() % sampler.global_batch(),
+    );
+    whole + usize::from(rest >= size)
+}
+
+/// A batch from the loader as candle's `(n, 784)` images and `(n,)` labels.
+fn tensors(batch: &Batch, device: &Device) -> candle_core::Result<(Tensor, Tensor)> {
+    let labels: Vec<u32> = batch.labels().iter().map(|&l| l as u32).collect();
+    Ok((
+        Tensor::from_slice(batch.images(), (batch.len(), PIXELS), device)?,
+        Tensor::from_vec(labels, batch.len(), device)?,
+    ))
 }
 
 /// Accuracy on the whole test set: each rank scores every size-th example (exact shards,
