@@ -67,7 +67,7 @@ fn every_rank_count_and_mode_gets_a_json_line_and_loaders_trail_synthetic() {
         [(1, "synthetic"), (1, "hvd"), (2, "synthetic"), (2, "hvd")]
     );
     for row in &rows {
-        for field in ["images_per_s", "gap", "data_bound", "demand"] {
+        for field in ["images_per_s", "gap", "data_bound", "demand", "comm_excess"] {
             assert!(row[field].as_f64().is_some(), "{field} in {row}");
         }
         let gap = row["gap"].as_f64().unwrap();
@@ -78,7 +78,10 @@ fn every_rank_count_and_mode_gets_a_json_line_and_loaders_trail_synthetic() {
         );
         let capacity = &row["capacity"];
         match row["mode"].as_str() {
-            Some("synthetic") => assert!(capacity.is_null() && gap == 0.0, "{row}"),
+            Some("synthetic") => assert!(
+                capacity.is_null() && gap == 0.0 && row["comm_excess"] == 0.0,
+                "{row}"
+            ),
             _ => assert!(capacity.as_f64().is_some_and(|c| c > 0.0), "{row}"),
         }
     }

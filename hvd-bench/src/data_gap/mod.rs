@@ -6,8 +6,10 @@
 //! fed three ways in the same job: synthetic batches, PyTorch's `DataLoader` with Pillow
 //! (2 workers a rank, prefetch 2; skipped, saying so, without a Python with torch), and
 //! hvd's loader. Each mode reports its throughput, the gap to synthetic, the loader's
-//! capacity alone (C), the demand (D = ranks × batch / step time) and hvd::data_stall's
-//! data-bound share; then the measured steps are carried to 32 and 128 ranks by
+//! capacity alone (C), the demand (D = ranks × batch / step time), hvd::data_stall's
+//! data-bound share, and the share of the step its allreduce took beyond synthetic
+//! input's (the input's cost that a job counts as communication,
+//! [`result::comm_excess`]); then the measured steps are carried to 32 and 128 ranks by
 //! [`cluster`]'s model.
 
 mod cluster;

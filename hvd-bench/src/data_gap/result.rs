@@ -127,6 +127,9 @@ pub struct Row {
     /// D = ranks × batch / step time, the step time being synthetic input's.
     pub demand: f64,
     pub unaccounted: f64,
+    /// The share of the mode's step that its allreduce took beyond synthetic input's in
+    /// the same job ([`comm_excess`]); 0 for synthetic input.
+    pub comm_excess: f64,
 }
 
 /// The share of synthetic throughput lost (0 when the mode is as fast or faster).
@@ -149,6 +152,23 @@ pub fn demand(np: usize, batch: usize, step_seconds: f64) -> f64 {
     }
 }
 
+/// The share of a step of `step_seconds` that its allreduce, `comm` seconds a step after
+/// the last rank arrived, took beyond `synthetic_comm`, synthetic input's in the same job.
+///
+/// hvd::data_stall counts time in a collective as communication: it cannot tell an
+/// allreduce slowed by the input pipeline's use of the host's cores (PyTorch's decode
+/// processes) from one that is slow on its own, having no synthetic run to compare with.
+/// The benchmark has one; the allreduce, its size and the ranks being the same, what
+/// it took beyond synthetic input's is the input's cost too. Noise of the host (other
+/// work that comes and goes between the modes) lands here as well.
+pub fn comm_excess(comm: f64, synthetic_comm: f64, step_seconds: f64) -> f64 {
+    if step_seconds > 0.0 {
+        ((comm - synthetic_comm) / step_seconds).clamp(0.0, 1.0)
+    } else {
+        0.0
+    }
+}
+
 /// What the loader can deliver at best: the lesser of its capacity and the demand.
 pub fn deliverable(capacity: Option<f64>, demand: f64) -> f64 {
     capacity.map_or(demand, |c| c.min(demand))
@@ -164,6 +184,8 @@ pub fn rows(measured: &[Measured]) -> Result<Vec<Row>, String> {
             .find(|s| s.np == m.np && s.mode == Mode::Synthetic)
             .ok_or_else(|| format!("no synthetic measurement with {} ranks", m.np))?;
         let step = (m.np * synthetic.batch) as f64 / synthetic.images_per_s;
+        // The mode's own step: every rank's images over the slowest rank's time.
+        let own_step = (m.np * m.batch) as f64 / m.images_per_s;
         rows.push(Row {
             np: m.np,
             mode: m.mode,
@@ -173,6 +195,7 @@ pub fn rows(measured: &[Measured]) -> Result<Vec<Row>, String> {
             capacity: m.capacity,
             demand: demand(m.np, m.batch, step),
             unaccounted: m.unaccounted,
+            comm_excess: comm_excess(m.comm, synthetic.comm, own_step),
         });
     }
     rows.sort_by_key(|r| (r.np, r.mode));
@@ -184,7 +207,8 @@ fn round(x: f64, places: i32) -> f64 {
     (x * scale).round() / scale
 }
 
-/// `{"np":2,"mode":"hvd","images_per_s":..,"gap":..,"data_bound":..,"capacity":..,"demand":..}`,
+/// `{"np":2,"mode":"hvd","images_per_s":..,"gap":..,"data_bound":..,"capacity":..,"demand":..,
+/// "comm_excess":..}`,
 /// fields in that order whatever serde_json's map keeps.
 pub fn json_line(row: &Row) -> String {
     let fields = [
@@ -195,6 +219,7 @@ pub fn json_line(row: &Row) -> String {
         ("data_bound", json!(round(row.data_bound, 4))),
         ("capacity", json!(row.capacity.map(|c| round(c, 1)))),
         ("demand", json!(round(row.demand, 1))),
+        ("comm_excess", json!(round(row.comm_excess, 4))),
     ];
     let body: Vec<String> = fields
         .iter()
@@ -205,8 +230,17 @@ pub fn json_line(row: &Row) -> String {
 
 pub fn header() -> String {
     format!(
-        "# {:>3} {:<10} {:>9} {:>7} {:>11} {:>10} {:>9} {:>12} {:>8}",
-        "np", "mode", "img/s", "gap", "data-bound", "capacity", "demand", "of min(C,D)", "parts"
+        "# {:>3} {:<10} {:>9} {:>7} {:>11} {:>7} {:>10} {:>9} {:>12} {:>8}",
+        "np",
+        "mode",
+        "img/s",
+        "gap",
+        "data-bound",
+        "comm+",
+        "capacity",
+        "demand",
+        "of min(C,D)",
+        "parts"
     )
 }
 
@@ -219,12 +253,13 @@ pub fn table_line(row: &Row) -> String {
         percent(row.images_per_s / deliverable(row.capacity, row.demand))
     };
     format!(
-        "  {:>3} {:<10} {:>9.1} {:>7} {:>11} {:>10} {:>9.1} {:>12} {:>8}",
+        "  {:>3} {:<10} {:>9.1} {:>7} {:>11} {:>7} {:>10} {:>9.1} {:>12} {:>8}",
         row.np,
         row.mode.name(),
         row.images_per_s,
         percent(row.gap),
         percent(row.data_bound),
+        percent(row.comm_excess),
         capacity,
         row.demand,
         share,
@@ -237,6 +272,11 @@ mod tests {
     use super::*;
 
     fn measured(np: usize, mode: Mode, images_per_s: f64, capacity: Option<f64>) -> Measured {
+        let comm = if mode == Mode::Synthetic {
+            0.002
+        } else {
+            0.012
+        };
         Measured {
             np,
             mode,
@@ -246,7 +286,7 @@ mod tests {
             data_bound: 0.1,
             unaccounted: 0.001,
             arrivals: vec![0.05, 0.06],
-            comm: 0.002,
+            comm,
         }
     }
 
@@ -287,6 +327,14 @@ mod tests {
         assert!((hvd2.demand - 320.0).abs() < 1e-9);
         assert!((hvd2.gap - 0.25).abs() < 1e-12);
         assert_eq!(rows[0].gap, 0.0);
+        // 2 × 8 images at 240 img/s: 66.7 ms steps, 10 ms of them an allreduce slower than
+        // synthetic input's.
+        assert!(
+            (hvd2.comm_excess - 0.15).abs() < 1e-9,
+            "{}",
+            hvd2.comm_excess
+        );
+        assert_eq!(rows[2].comm_excess, 0.0);
         let err = super::rows(&[measured(4, Mode::Hvd, 1.0, None)]).unwrap_err();
         assert_eq!(err, "no synthetic measurement with 4 ranks");
     }
@@ -300,7 +348,7 @@ mod tests {
         let rows = rows(&all).unwrap();
         assert_eq!(
             json_line(&rows[1]),
-            r#"{"np":1,"mode":"torch","images_per_s":120.0,"gap":0.2502,"data_bound":0.1,"capacity":130.1,"demand":160.0}"#
+            r#"{"np":1,"mode":"torch","images_per_s":120.0,"gap":0.2502,"data_bound":0.1,"capacity":130.1,"demand":160.0,"comm_excess":0.15}"#
         );
         let line: Value = serde_json::from_str(&json_line(&rows[0])).unwrap();
         assert_eq!(line["capacity"], Value::Null);
@@ -310,6 +358,14 @@ mod tests {
             "{}",
             table_line(&rows[1])
         );
+    }
+
+    #[test]
+    fn comm_excess_is_the_step_share_beyond_synthetic_inputs_allreduce_never_below_zero() {
+        assert!((comm_excess(0.03, 0.01, 0.1) - 0.2).abs() < 1e-12);
+        assert_eq!(comm_excess(0.01, 0.03, 0.1), 0.0);
+        assert_eq!(comm_excess(5.0, 0.0, 0.1), 1.0);
+        assert_eq!(comm_excess(0.03, 0.01, 0.0), 0.0);
     }
 
     #[test]
