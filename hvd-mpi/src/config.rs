@@ -26,7 +26,7 @@ impl Default for MpiConfig {
 impl MpiConfig {
     /// The defaults, with `timeout` from `HVD_MPI_TIMEOUT`, else the job's `HVD_TIMEOUT`
     /// (alias `HOROVOD_GLOO_TIMEOUT_SECONDS`): a duration such as `60`, `90s` or `5m`, a
-    /// bare number in seconds. A malformed value is an [`Error::Config`] naming the
+    /// bare number in seconds. A malformed value is an [`Error::Config`](hvd_core::Error::Config) naming the
     /// variable, the value and the accepted form.
     pub fn from_env() -> Result<Self> {
         Self::from_vars(|name| std::env::var(name).ok())
