@@ -3,32 +3,8 @@
 
 use std::sync::Arc;
 
-use super::aligned::Aligned;
+use super::buffer::BatchBuffer;
 use super::queue::Queue;
-
-/// One buffer's contents; the loader keeps a fixed set of them and reuses them.
-#[derive(Debug, Default)]
-pub(crate) struct BatchBuffer {
-    pub step: usize,
-    /// Both on a 64-byte boundary, which TensorFlow demands of a tensor's memory.
-    pub images: Aligned<f32>,
-    pub labels: Aligned<i64>,
-    pub indices: Vec<usize>,
-    pub skipped: usize,
-}
-
-impl BatchBuffer {
-    /// Empties the buffer for `step`, keeping room for `samples` of `sample_len` floats so
-    /// that filling it allocates nothing.
-    pub fn reset(&mut self, step: usize, samples: usize, sample_len: usize) {
-        self.step = step;
-        self.images.reset(samples * sample_len);
-        self.labels.reset(samples);
-        self.indices.clear();
-        self.indices.reserve(samples);
-        self.skipped = 0;
-    }
-}
 
 /// This rank's share of one step: `len()` images as one `len × channels × size × size` block
 /// of `f32`s (NCHW) and their labels. Dropping it gives its buffer back to the loader;

@@ -3,6 +3,7 @@
 
 mod aligned;
 mod batch;
+mod buffer;
 mod meter;
 mod queue;
 mod tune;
@@ -15,7 +16,7 @@ use std::time::Duration;
 use hvd_core::sampler::ElasticSampler;
 
 pub use batch::Batch;
-use batch::BatchBuffer;
+use buffer::BatchBuffer;
 use meter::DecodeMeter;
 pub use meter::DecodeRate;
 use queue::Queue;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::batch::BatchBuffer;
+use super::buffer::BatchBuffer;
 use crate::{Error, Result};
 
 /// How long a wait lasts before it looks again at what changed; it bounds the time

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use hvd_core::sampler::ElasticSampler;
 
-use super::batch::BatchBuffer;
+use super::buffer::BatchBuffer;
 use super::meter::DecodeMeter;
 use super::queue::Queue;
 use crate::augment::{Augment, Resample};

@@ -5,7 +5,7 @@
 //! rank waits for it there: a per-rank profiler sees that wait as communication. Here
 //! every rank times each step with a [`StepClock`] (the wait for data, the time blocked
 //! in collectives, the step's wall time), the ranks exchange these few numbers once at
-//! the end of the epoch, and [`attribute`] splits every step of every rank into four
+//! the end of the epoch, and [`attribute()`] splits every step of every rank into four
 //! parts that add up to its wall time:
 //!
 //! - **data**: blocked waiting for the next batch;
