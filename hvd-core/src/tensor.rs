@@ -114,6 +114,12 @@ pub enum Memory<'a> {
 pub enum MemoryMut<'a> {
     Host(&'a mut [u8]),
     Device(DeviceBuffer<'a>),
+    /// An out-of-place operation's device memory: it reads `input` and writes `output`
+    /// (same device, same length), so no one copies the input to the output first.
+    DeviceInto {
+        input: DeviceBuffer<'a>,
+        output: DeviceBuffer<'a>,
+    },
 }
 
 /// A read-only view of a named tensor.
@@ -298,6 +304,48 @@ impl<'a> TensorMut<'a> {
         })
     }
 
+    /// A view of an out-of-place tensor of `dtype` and `shape` in device memory: the
+    /// operation reads `input` and writes its result to `output`.
+    pub fn from_device_into(
+        name: &'a str,
+        dtype: DType,
+        shape: impl Into<Cow<'a, [usize]>>,
+        input: DeviceBuffer<'a>,
+        output: DeviceBuffer<'a>,
+    ) -> Result<Self> {
+        let shape = shape.into();
+        check_len(name, dtype, &shape, input.len())?;
+        check_len(name, dtype, &shape, output.len())?;
+        if input.device() != output.device() {
+            return Err(Error::InvalidArgument {
+                rank: 0,
+                op: "tensor view",
+                tensor: name.into(),
+                reason: format!(
+                    "the input is on {} but the output on {}",
+                    input.device(),
+                    output.device()
+                ),
+            });
+        }
+        Ok(TensorMut {
+            name,
+            dtype,
+            shape,
+            memory: MemoryMut::DeviceInto { input, output },
+        })
+    }
+
+    /// The device memory the operation reads and the one it writes (the same one for an
+    /// in-place tensor), or `None` for host memory.
+    pub fn device_buffers(&self) -> Option<(DeviceBuffer<'a>, DeviceBuffer<'a>)> {
+        match &self.memory {
+            MemoryMut::Host(_) => None,
+            MemoryMut::Device(buffer) => Some((*buffer, *buffer)),
+            MemoryMut::DeviceInto { input, output } => Some((*input, *output)),
+        }
+    }
+
     pub fn name(&self) -> &'a str {
         self.name
     }
@@ -313,7 +361,9 @@ impl<'a> TensorMut<'a> {
     pub fn device(&self) -> Device {
         match &self.memory {
             MemoryMut::Host(_) => Device::Cpu,
-            MemoryMut::Device(buffer) => buffer.device(),
+            MemoryMut::Device(buffer) | MemoryMut::DeviceInto { output: buffer, .. } => {
+                buffer.device()
+            }
         }
     }
 
@@ -331,7 +381,9 @@ impl<'a> TensorMut<'a> {
     pub fn byte_len(&self) -> usize {
         match &self.memory {
             MemoryMut::Host(bytes) => bytes.len(),
-            MemoryMut::Device(buffer) => buffer.len(),
+            MemoryMut::Device(buffer) | MemoryMut::DeviceInto { output: buffer, .. } => {
+                buffer.len()
+            }
         }
     }
 
@@ -343,7 +395,7 @@ impl<'a> TensorMut<'a> {
     pub fn host(&self) -> Option<&[u8]> {
         match &self.memory {
             MemoryMut::Host(bytes) => Some(bytes),
-            MemoryMut::Device(_) => None,
+            MemoryMut::Device(_) | MemoryMut::DeviceInto { .. } => None,
         }
     }
 
@@ -351,7 +403,7 @@ impl<'a> TensorMut<'a> {
     pub fn host_mut(&mut self) -> Option<&mut [u8]> {
         match &mut self.memory {
             MemoryMut::Host(bytes) => Some(bytes),
-            MemoryMut::Device(_) => None,
+            MemoryMut::Device(_) | MemoryMut::DeviceInto { .. } => None,
         }
     }
 
@@ -369,7 +421,8 @@ impl<'a> TensorMut<'a> {
             .ok_or_else(|| host_only(backend, rank, op, device, name))
     }
 
-    /// A read-only view of the same tensor.
+    /// A read-only view of the same tensor: what the operation reads (an out-of-place
+    /// tensor's input).
     pub fn as_tensor(&self) -> Tensor<'_> {
         Tensor {
             name: self.name,
@@ -377,7 +430,9 @@ impl<'a> TensorMut<'a> {
             shape: Cow::Borrowed(&self.shape),
             memory: match &self.memory {
                 MemoryMut::Host(bytes) => Memory::Host(bytes),
-                MemoryMut::Device(buffer) => Memory::Device(*buffer),
+                MemoryMut::Device(buffer) | MemoryMut::DeviceInto { input: buffer, .. } => {
+                    Memory::Device(*buffer)
+                }
             },
         }
     }
@@ -427,6 +482,27 @@ mod tests {
         assert_eq!(batch_name(&batch), "grad.w1 (+2 more)");
         assert_eq!(batch_name(&batch[..1]), "grad.w1");
         assert_eq!(batch_name(&[]), "empty batch");
+    }
+
+    #[test]
+    fn an_out_of_place_view_reads_its_input_and_writes_its_output() {
+        // SAFETY: the views are only inspected, never dereferenced.
+        let (input, output, other) = unsafe {
+            (
+                DeviceBuffer::cuda(0, 0x1000, 16),
+                DeviceBuffer::cuda(0, 0x2000, 16),
+                DeviceBuffer::cuda(1, 0x3000, 16),
+            )
+        };
+        let t = TensorMut::from_device_into("w", DType::F32, vec![4], input, output).unwrap();
+        let (read, written) = t.device_buffers().unwrap();
+        assert_eq!((read.ptr(), written.ptr()), (0x1000, 0x2000));
+        assert_eq!((t.device(), t.byte_len()), (Device::Cuda(0), 16));
+        let err = TensorMut::from_device_into("w", DType::F32, vec![4], input, other).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "rank 0: invalid tensor view of tensor 'w': the input is on cuda:0 but the output on cuda:1"
+        );
     }
 
     #[test]

@@ -157,5 +157,8 @@ fn reborrow<'b>(t: &'b mut TensorMut<'_>) -> Result<TensorMut<'b>> {
     match t.memory() {
         MemoryMut::Host(bytes) => TensorMut::from_bytes(name, dtype, shape, bytes),
         MemoryMut::Device(buffer) => TensorMut::from_device(name, dtype, shape, *buffer),
+        MemoryMut::DeviceInto { input, output } => {
+            TensorMut::from_device_into(name, dtype, shape, *input, *output)
+        }
     }
 }

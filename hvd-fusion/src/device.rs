@@ -7,8 +7,7 @@ use std::sync::Arc;
 
 use hvd_core::trace::Tracer;
 use hvd_core::{
-    Device, DeviceBlock, DeviceBuffer, DeviceCopy, DeviceMemory, Error, MemoryMut, Result,
-    TensorMut,
+    Device, DeviceBlock, DeviceBuffer, DeviceCopy, DeviceMemory, Error, Result, TensorMut,
 };
 
 use crate::batch::{MEMCPY_IN_FUSION_BUFFER, MEMCPY_OUT_FUSION_BUFFER, args_for};
@@ -61,20 +60,22 @@ pub(crate) fn items(
         .collect()
 }
 
-/// A device tensor's memory.
-fn memory_of<'b>(t: &mut TensorMut<'b>) -> Result<DeviceBuffer<'b>> {
-    let (name, device) = (t.name(), t.device());
-    match t.memory() {
-        MemoryMut::Device(buffer) => Ok(*buffer),
-        MemoryMut::Host(_) => Err(Error::Unsupported {
-            backend: "fusion",
-            what: format!("packing {device} memory into a device fusion buffer (tensor '{name}')"),
-        }),
-    }
+/// A device tensor's memory: the one it is read from (its input, for an out-of-place
+/// tensor) and the one its result goes to.
+fn memory_of<'b>(t: &TensorMut<'b>) -> Result<(DeviceBuffer<'b>, DeviceBuffer<'b>)> {
+    t.device_buffers().ok_or_else(|| Error::Unsupported {
+        backend: "fusion",
+        what: format!(
+            "packing {} memory into a device fusion buffer (tensor '{}')",
+            t.device(),
+            t.name()
+        ),
+    })
 }
 
 /// The copies between the round's members and their places in the buffer at `base`:
-/// into the buffer when `inward`, out of it otherwise.
+/// into the buffer when `inward` (from an out-of-place tensor's input), out of it
+/// otherwise (to its output), so an out-of-place tensor costs no copy more.
 pub(crate) fn copies<'c, 'b: 'c, 'a: 'c>(
     tensors: &mut [TensorMut<'b>],
     round: &Round,
@@ -85,24 +86,24 @@ pub(crate) fn copies<'c, 'b: 'c, 'a: 'c>(
     for pack in &round.packs {
         let mut at = pack.offset;
         for i in &pack.members {
-            let tensor = memory_of(&mut tensors[*i])?;
+            let (input, output) = memory_of(&tensors[*i])?;
             let place = base
-                .slice(at, tensor.len())
+                .slice(at, output.len())
                 .ok_or_else(|| Error::Shutdown {
                     cause: "the device fusion buffer is smaller than its round".into(),
                 })?;
             copies.push(if inward {
                 DeviceCopy {
-                    src: tensor,
+                    src: input,
                     dst: place,
                 }
             } else {
                 DeviceCopy {
                     src: place,
-                    dst: tensor,
+                    dst: output,
                 }
             });
-            at += tensor.len();
+            at += output.len();
         }
     }
     Ok(copies)

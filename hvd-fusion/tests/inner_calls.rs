@@ -52,7 +52,9 @@ impl Recording {
                 len: t.len(),
                 addr: match t.memory() {
                     MemoryMut::Host(bytes) => bytes.as_ptr().addr(),
-                    MemoryMut::Device(buffer) => buffer.ptr() as usize,
+                    MemoryMut::Device(buffer) | MemoryMut::DeviceInto { output: buffer, .. } => {
+                        buffer.ptr() as usize
+                    }
                 },
             })
             .collect();

@@ -55,13 +55,21 @@ impl Launch<'_> {
         queued.and(closed)
     }
 
-    /// `count` elements reduced in place at `buf`.
-    pub(crate) fn all_reduce(&self, buf: u64, count: usize, dtype: DataType, op: c_int) -> Queued {
-        // SAFETY: `buf` holds `count` elements of device memory the caller lends the call.
+    /// `count` elements reduced from `send` into `recv` (in place when they are equal).
+    pub(crate) fn all_reduce(
+        &self,
+        send: u64,
+        recv: u64,
+        count: usize,
+        dtype: DataType,
+        op: c_int,
+    ) -> Queued {
+        // SAFETY: `send` and `recv` (equal for an in-place reduction) each hold `count`
+        // elements of device memory the caller lends the call.
         self.status(unsafe {
             (self.nccl.all_reduce)(
-                ptr(buf),
-                ptr(buf),
+                ptr(send),
+                ptr(recv),
                 count,
                 dtype as c_int,
                 op,

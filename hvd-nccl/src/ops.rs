@@ -76,7 +76,22 @@ impl NcclCollective {
         match t.memory() {
             MemoryMut::Device(buffer) => self.check_device(op, name, *buffer).map(|()| *buffer),
             MemoryMut::Host(_) => Err(self.unsupported(op, name, Device::Cpu)),
+            MemoryMut::DeviceInto { .. } => Err(Error::Unsupported {
+                backend: "nccl",
+                what: format!("{op} of '{name}' from a separate input (allreduce only)"),
+            }),
         }
+    }
+
+    /// The memory an allreduce reads and the memory it writes: the same for an in-place
+    /// tensor, the send and receive buffers of an out-of-place one.
+    fn reduced<'a>(&self, t: &TensorMut<'a>) -> Result<(DeviceBuffer<'a>, DeviceBuffer<'a>)> {
+        let (input, output) = t
+            .device_buffers()
+            .ok_or_else(|| self.unsupported("allreduce", t.name(), Device::Cpu))?;
+        self.check_device("allreduce", t.name(), input)?;
+        self.check_device("allreduce", t.name(), output)?;
+        Ok((input, output))
     }
 
     /// Copies a staged tensor's input to the host, prescales and widens it there, and
@@ -137,23 +152,24 @@ impl Operators {
     }
 }
 
-/// Queues an in-place reduction of `count` elements at `ptr` by `route`.
+/// Queues a reduction of `count` elements from `send` into `recv` (the same address for
+/// an in-place one) by `route`.
 fn queue_reduction(
     launch: &Launch<'_>,
     operators: &mut Operators,
     route: Route,
-    ptr: u64,
+    (send, recv): (u64, u64),
     count: usize,
 ) -> Queued {
     match route {
-        Route::Native { dtype, op } => launch.all_reduce(ptr, count, dtype, op_code(op)),
+        Route::Native { dtype, op } => launch.all_reduce(send, recv, count, dtype, op_code(op)),
         Route::PreMulSum { dtype, factor } => {
             let op = operators.get(launch, dtype, factor)?;
-            launch.all_reduce(ptr, count, dtype, op)
+            launch.all_reduce(send, recv, count, dtype, op)
         }
         Route::Staged { wire, op } => {
             let dtype = mapping::data_type(wire).map_err(|e| e.to_string())?;
-            launch.all_reduce(ptr, count, dtype, op_code(op))
+            launch.all_reduce(send, recv, count, dtype, op_code(op))
         }
     }
 }
@@ -196,31 +212,34 @@ impl Collective for NcclCollective {
         validate::allreduce(rank, tensors, reduction)?;
         let name = batch_name(tensors);
         let mut work = Vec::with_capacity(tensors.len());
-        for t in tensors.iter_mut() {
+        for t in tensors.iter() {
             let route = route::route(t.dtype(), reduction, size)?;
-            work.push((t.dtype(), t.len(), route, self.output("allreduce", t)?));
+            let (input, output) = self.reduced(t)?;
+            work.push((t.dtype(), t.len(), route, input, output));
         }
         let mut staged = Vec::new();
-        for (i, (dtype, len, route, buffer)) in work.iter().enumerate() {
+        for (i, (dtype, len, route, input, _)) in work.iter().enumerate() {
             if let Route::Staged { wire, .. } = route
                 && *len > 0
             {
-                staged.push((i, self.stage(*dtype, *wire, *buffer, reduction)?));
+                staged.push((i, self.stage(*dtype, *wire, *input, reduction)?));
             }
         }
         self.call("allreduce", &name, |launch, _| {
-            for (.., buffer) in &work {
-                launch.wait_for(buffer.ready())?;
+            for (.., input, output) in &work {
+                launch.wait_for(input.ready())?;
+                launch.wait_for(output.ready())?;
             }
             let mut operators = Operators::default();
             let queued = launch.group(|l| {
-                for (i, (_, len, route, buffer)) in work.iter().enumerate().filter(|(_, w)| w.1 > 0)
+                for (i, (_, len, route, input, output)) in
+                    work.iter().enumerate().filter(|(_, w)| w.1 > 0)
                 {
-                    let ptr = match staged.iter_mut().find(|(at, _)| *at == i) {
-                        Some((_, s)) => s.copy.buffer().ptr(),
-                        None => buffer.ptr(),
+                    let buffers = match staged.iter_mut().find(|(at, _)| *at == i) {
+                        Some((_, s)) => (s.copy.buffer().ptr(), s.copy.buffer().ptr()),
+                        None => (input.ptr(), output.ptr()),
                     };
-                    queue_reduction(l, &mut operators, *route, ptr, *len)?;
+                    queue_reduction(l, &mut operators, *route, buffers, *len)?;
                 }
                 Ok(())
             });
@@ -229,7 +248,7 @@ impl Collective for NcclCollective {
         })?;
         let had_staged = !staged.is_empty();
         for (i, s) in staged {
-            self.unstage(s, work[i].3, reduction)?;
+            self.unstage(s, work[i].4, reduction)?;
         }
         if had_staged {
             self.memory.synchronize()?;
@@ -422,7 +441,13 @@ impl Collective for NcclCollective {
     fn barrier(&self) -> Result<()> {
         self.call("barrier", "", |launch, group| {
             let scratch = group.scratch.buffer().ptr();
-            launch.all_reduce(scratch, 1, DataType::Int32, op_code(mapping::RedOp::Sum))
+            launch.all_reduce(
+                scratch,
+                scratch,
+                1,
+                DataType::Int32,
+                op_code(mapping::RedOp::Sum),
+            )
         })
     }
 

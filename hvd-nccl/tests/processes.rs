@@ -192,3 +192,79 @@ fn a_batch_is_one_group_of_one_allreduce_per_tensor_in_the_trace() {
     assert_eq!(trace.count("ncclGroupStart"), 2, "one group per rank");
     assert_eq!(trace.count("ncclGroupEnd"), 2);
 }
+
+#[test]
+fn an_out_of_place_allreduce_reads_its_input_and_writes_its_output_with_no_device_copy() {
+    const TEST: &str =
+        "an_out_of_place_allreduce_reads_its_input_and_writes_its_output_with_no_device_copy";
+    if let Some((rank, _, connected)) = common::child() {
+        let (group, memory) = connected.unwrap();
+        let r = rank as u8;
+        // u8 reduces on NCCL directly; i16 is staged through the host (widened to i32).
+        let mut inputs = [
+            DeviceBlock::with_contents(&memory, &[r + 1; 8]).unwrap(),
+            DeviceBlock::with_contents(&memory, &[r + 1, 0, r + 1, 0]).unwrap(),
+        ];
+        let mut outputs = [
+            DeviceBlock::with_contents(&memory, &[9; 8]).unwrap(),
+            DeviceBlock::with_contents(&memory, &[9; 4]).unwrap(),
+        ];
+        let mut views = vec![
+            TensorMut::from_device_into(
+                "u8",
+                DType::U8,
+                vec![8],
+                inputs[0].buffer(),
+                outputs[0].buffer(),
+            )
+            .unwrap(),
+            TensorMut::from_device_into(
+                "i16",
+                DType::I16,
+                vec![2],
+                inputs[1].buffer(),
+                outputs[1].buffer(),
+            )
+            .unwrap(),
+        ];
+        group
+            .allreduce(&mut views, Reduction::new(ReduceOp::Sum))
+            .unwrap();
+        drop(views);
+        let read = |blocks: &mut [DeviceBlock]| -> Vec<Vec<u8>> {
+            blocks.iter_mut().map(|b| b.contents().unwrap()).collect()
+        };
+        println!("INPUTS {:?}", read(&mut inputs));
+        println!("OUTPUTS {:?}", read(&mut outputs));
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace");
+    let trace_text = trace.to_string_lossy().into_owned();
+    let mut ranks = common::launch(TEST, 2, dir.path(), &[(None, TRACE_VAR, &trace_text)]);
+    common::wait(&mut ranks, Instant::now() + Duration::from_secs(120));
+    for (rank, r) in ranks.iter().enumerate() {
+        let v = rank + 1;
+        assert_eq!(
+            r.line("INPUTS "),
+            Some(format!(
+                "[[{v}, {v}, {v}, {v}, {v}, {v}, {v}, {v}], [{v}, 0, {v}, 0]]"
+            )),
+            "the input is left as it was: {}",
+            r.output()
+        );
+        assert_eq!(
+            r.line("OUTPUTS ").as_deref(),
+            Some("[[3, 3, 3, 3, 3, 3, 3, 3], [3, 0, 3, 0]]"),
+            "{}",
+            r.output()
+        );
+    }
+    let trace = Trace::read(&trace);
+    assert_eq!(trace.count("ncclAllReduce"), 4, "one per tensor per rank");
+    assert_eq!(
+        trace.count("cuMemcpyDtoDAsync_v2") + trace.count("cuMemcpyDtoD_v2"),
+        0,
+        "no device copy of the input"
+    );
+}

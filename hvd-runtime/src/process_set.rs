@@ -15,7 +15,7 @@ use super::request::Op;
 use super::set_engine::SetEngine;
 use super::stats::StatsSnapshot;
 use super::wire::MAX_NAME;
-use super::work::{Control, Returns, SetRegistry, Work};
+use super::work::{Control, Returns, ReturnsInto, SetRegistry, Work};
 
 /// A group of ranks that runs collectives together: the whole job (what [`crate::Hvd`]
 /// derefs to) or a subset made with [`crate::Hvd::add_process_set`].
@@ -208,6 +208,59 @@ impl ProcessSet {
         reduction: Reduction,
         compression: Compression,
     ) -> Result<Handle<B>> {
+        self.allreduce_work(name, None, tensor, reduction, compression)
+    }
+
+    /// Starts an allreduce of `input` whose result goes to `output` (of the same dtype,
+    /// shape and device), leaving `input` as it was: the handle gives `output` back.
+    /// Device tensors are read from one and written to the other by the transport (or
+    /// copied down from one and up into the other when staged through the host), so no
+    /// spare copy of the input is made on the device; a host input is copied into
+    /// `output` here. Compressed as the configuration says.
+    pub fn allreduce_into_async<B: Buffer>(
+        &self,
+        name: &str,
+        input: B,
+        mut output: B,
+        reduction: Reduction,
+    ) -> Result<Handle<B>> {
+        let compression = self.engine("allreduce", name)?.compression;
+        let (dtype, shape, device) = (input.dtype(), input.shape(), input.device());
+        let fits = (dtype, &shape, device) == (output.dtype(), &output.shape(), output.device());
+        let lens = |b: &B| b.device_memory().map_or(b.bytes().len(), |m| m.len());
+        if !fits || lens(&input) != lens(&output) {
+            return Err(Error::invalid(
+                self.global_rank,
+                "allreduce",
+                name,
+                format!(
+                    "the output ({} {:?} on {}, {} bytes) does not match the input \
+                     ({dtype} {shape:?} on {device}, {} bytes)",
+                    output.dtype(),
+                    output.shape(),
+                    output.device(),
+                    lens(&output),
+                    lens(&input)
+                ),
+            ));
+        }
+        if device == Device::Cpu {
+            output.bytes_mut().copy_from_slice(input.bytes());
+            return self.allreduce_work(name, None, output, reduction, compression);
+        }
+        self.allreduce_work(name, Some(input), output, reduction, compression)
+    }
+
+    /// Checks and queues an allreduce into `tensor`, of `input` when there is one (device
+    /// tensors only) and of `tensor` itself otherwise.
+    fn allreduce_work<B: Buffer>(
+        &self,
+        name: &str,
+        input: Option<B>,
+        tensor: B,
+        reduction: Reduction,
+        compression: Compression,
+    ) -> Result<Handle<B>> {
         validate::reduction_dtype(
             self.global_rank,
             "allreduce",
@@ -230,8 +283,9 @@ impl ProcessSet {
             reduction,
             compression,
         };
-        self.submit_tensor(name, op, tensor, |tensor, slot| {
-            Work::InPlace(Returns::new(tensor, slot))
+        self.submit_tensor(name, op, tensor, |tensor, slot| match input {
+            Some(input) => Work::InPlace(ReturnsInto::new(input, tensor, slot)),
+            None => Work::InPlace(Returns::new(tensor, slot)),
         })
     }
 

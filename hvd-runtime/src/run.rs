@@ -47,9 +47,15 @@ enum Memory {
 
 impl Memory {
     fn buffer(&mut self) -> &mut dyn AnyBuffer {
+        self.buffers().0
+    }
+
+    /// The buffer the result goes to, and the one the operation reads when that is
+    /// another (an out-of-place caller's input).
+    fn buffers(&mut self) -> (&mut dyn AnyBuffer, Option<&dyn AnyBuffer>) {
         match self {
-            Memory::Caller(tensor) => tensor.buffer(),
-            Memory::Zeros(zeros) => zeros,
+            Memory::Caller(tensor) => tensor.buffers(),
+            Memory::Zeros(zeros) => (zeros, None),
         }
     }
 
@@ -158,6 +164,25 @@ fn view<'a>(name: &'a str, buffer: &'a mut dyn AnyBuffer) -> Result<TensorMut<'a
     TensorMut::from_device(name, dtype, shape, device_memory(name, buffer)?)
 }
 
+/// The writable view of an operation that reads `input` and writes `output`, both on
+/// the same device: the transport reads one and writes the other, so nothing copies the
+/// input first. Host tensors never get here: their input is copied when submitted.
+fn view_into<'a>(
+    name: &'a str,
+    input: &'a dyn AnyBuffer,
+    output: &'a mut dyn AnyBuffer,
+) -> Result<TensorMut<'a>> {
+    let (dtype, shape) = (output.dtype(), output.shape());
+    let output: &'a dyn AnyBuffer = output;
+    TensorMut::from_device_into(
+        name,
+        dtype,
+        shape,
+        device_memory(name, input)?,
+        device_memory(name, output)?,
+    )
+}
+
 /// The read-only view of a buffer, on the host or on its device.
 fn input<'a>(name: &'a str, buffer: &'a dyn AnyBuffer) -> Result<Tensor<'a>> {
     let (dtype, shape) = (buffer.dtype(), buffer.shape());
@@ -205,10 +230,11 @@ pub(super) fn run_batch(
     let result = (|| {
         let mut views = Vec::with_capacity(batch.len());
         for (item, spare) in batch.iter_mut().zip(spares.iter_mut()) {
-            let buffer = item.tensor.buffer();
-            views.push(match item.plan.wire {
-                Some(wire) => narrowed(&item.name, buffer, wire, spare)?,
-                None => view(&item.name, buffer)?,
+            let (buffer, input) = item.tensor.buffers();
+            views.push(match (item.plan.wire, input) {
+                (Some(wire), _) => narrowed(&item.name, buffer, wire, spare)?,
+                (None, Some(input)) => view_into(&item.name, input, buffer)?,
+                (None, None) => view(&item.name, buffer)?,
             });
         }
         match key {

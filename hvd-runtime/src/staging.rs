@@ -5,8 +5,8 @@
 use std::sync::{Arc, Mutex};
 
 use hvd_core::{
-    Collective, DType, Device, DeviceBuffer, DeviceMemory, Error, Memory, MemoryMut, Operation,
-    Result, Tensor, TensorMut,
+    Collective, DType, Device, DeviceBuffer, DeviceMemory, Error, Memory, Operation, Result,
+    Tensor, TensorMut,
 };
 
 /// Gives the memory (with a stream of its own) of a device, for staging its tensors: what
@@ -55,13 +55,10 @@ fn not_device(tensor: &str) -> Error {
     }
 }
 
-/// The device memory of a writable tensor.
-fn of_mut<'a>(t: &mut TensorMut<'a>) -> Result<DeviceBuffer<'a>> {
-    let name = t.name().to_owned();
-    match t.memory() {
-        MemoryMut::Device(buffer) => Ok(*buffer),
-        MemoryMut::Host(_) => Err(not_device(&name)),
-    }
+/// The device memory a writable tensor is read from (an out-of-place tensor's input) and
+/// the one its result goes to.
+fn of_mut<'a>(t: &TensorMut<'a>) -> Result<(DeviceBuffer<'a>, DeviceBuffer<'a>)> {
+    t.device_buffers().ok_or_else(|| not_device(t.name()))
 }
 
 /// The device memory of a read-only tensor.
@@ -130,7 +127,9 @@ pub(crate) fn run(
     }
 }
 
-/// Runs `call` on host copies of a batch of device tensors, then copies the results back.
+/// Runs `call` on host copies of a batch of device tensors (of their inputs, for
+/// out-of-place ones), then copies the results back (to their outputs): one copy down
+/// and one up per tensor.
 fn batch(
     memory: &dyn DeviceMemory,
     tensors: &mut [TensorMut<'_>],
@@ -140,14 +139,14 @@ fn batch(
         .iter()
         .map(|t| (t.name().to_owned(), t.dtype(), t.shape().to_vec()))
         .collect();
-    let buffers = tensors.iter_mut().map(of_mut).collect::<Result<Vec<_>>>()?;
+    let buffers = tensors.iter().map(of_mut).collect::<Result<Vec<_>>>()?;
     let mut staged = buffers
         .iter()
-        .map(|b| download(memory, b))
+        .map(|(input, _)| download(memory, input))
         .collect::<Result<Vec<_>>>()?;
     call(&mut host_views(&names, &mut staged)?)?;
-    for (buffer, s) in buffers.iter().zip(&staged) {
-        memory.upload(buffer, &s.bytes)?;
+    for ((_, output), s) in buffers.iter().zip(&staged) {
+        memory.upload(output, &s.bytes)?;
     }
     memory.synchronize()
 }
@@ -160,7 +159,7 @@ fn resized(
     call: impl FnOnce(&Tensor<'_>, &mut TensorMut<'_>) -> Result<()>,
 ) -> Result<()> {
     let source = download(memory, &of(input)?)?;
-    let target = of_mut(output)?;
+    let (_, target) = of_mut(output)?;
     let mut result = vec![0u8; target.len()];
     let host_input = Tensor::from_bytes(
         input.name(),
@@ -186,9 +185,9 @@ mod tests {
     #[test]
     fn a_host_tensor_is_not_staged() {
         let mut v = vec![1.0f32; 2];
-        let mut t = TensorMut::from_slice("w", &mut v);
+        let t = TensorMut::from_slice("w", &mut v);
         assert_eq!(
-            of_mut(&mut t).unwrap_err().to_string(),
+            of_mut(&t).unwrap_err().to_string(),
             "hvd transport does not support staging host tensor 'w' through host memory"
         );
     }

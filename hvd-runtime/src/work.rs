@@ -75,9 +75,15 @@ impl Work {
     }
 }
 
-/// A caller's tensor that the operation reduces or overwrites where it is.
+/// A caller's tensor that the operation reduces or overwrites where it is, or (an
+/// out-of-place allreduce of device tensors) a tensor it reads and one it writes.
 pub(crate) trait InPlace: Send {
-    fn buffer(&mut self) -> &mut dyn AnyBuffer;
+    /// The tensor the result goes to, and the one the operation reads when that is
+    /// another.
+    fn buffers(&mut self) -> (&mut dyn AnyBuffer, Option<&dyn AnyBuffer>);
+    fn buffer(&mut self) -> &mut dyn AnyBuffer {
+        self.buffers().0
+    }
     /// Hands the tensor back, or the error.
     fn finish(self: Box<Self>, result: Result<()>);
 }
@@ -110,13 +116,42 @@ impl<B, T> Returns<B, T> {
 }
 
 impl<B: Buffer> InPlace for Returns<B, B> {
-    fn buffer(&mut self) -> &mut dyn AnyBuffer {
-        &mut self.tensor
+    fn buffers(&mut self) -> (&mut dyn AnyBuffer, Option<&dyn AnyBuffer>) {
+        (&mut self.tensor, None)
     }
 
     fn finish(self: Box<Self>, result: Result<()>) {
         let Returns { tensor, slot } = *self;
         slot.complete(result.map(|()| tensor));
+    }
+}
+
+/// An out-of-place operation's input, its output, and the slot the output goes to.
+pub(crate) struct ReturnsInto<B> {
+    input: B,
+    output: Returns<B, B>,
+}
+
+impl<B> ReturnsInto<B> {
+    pub fn new(input: B, output: B, slot: Completion<B>) -> Box<Self> {
+        Box::new(ReturnsInto {
+            input,
+            output: Returns {
+                tensor: output,
+                slot,
+            },
+        })
+    }
+}
+
+impl<B: Buffer> InPlace for ReturnsInto<B> {
+    fn buffers(&mut self) -> (&mut dyn AnyBuffer, Option<&dyn AnyBuffer>) {
+        (&mut self.output.tensor, Some(&self.input))
+    }
+
+    /// Hands the output back; the input goes when the operation is done with it.
+    fn finish(self: Box<Self>, result: Result<()>) {
+        Box::new(self.output).finish(result);
     }
 }
 

@@ -66,7 +66,26 @@ fn as_host<'a>(t: &'a mut TensorMut<'_>) -> TensorMut<'a> {
     let (name, dtype) = (t.name(), t.dtype());
     match t.memory() {
         MemoryMut::Device(memory) => host_view(name, dtype, *memory),
+        // What a transport reading one buffer and writing another does, done on the
+        // host: the reduction then runs in the output.
+        MemoryMut::DeviceInto { input, output } => {
+            // SAFETY: as in `host_view`; the input is another buffer, read only.
+            let from = unsafe { std::slice::from_raw_parts(input.ptr() as *const u8, input.len()) };
+            let mut view = host_view(name, dtype, *output);
+            view.host_mut().unwrap().copy_from_slice(from);
+            view
+        }
         MemoryMut::Host(_) => panic!("the router sent host memory to the device transport"),
+    }
+}
+
+/// The name a transport records for a tensor: an out-of-place one is marked.
+fn seen_as(t: &TensorMut<'_>) -> String {
+    match t.device_buffers() {
+        Some((input, output)) if input.ptr() != output.ptr() => {
+            format!("{} (out of place)", t.name())
+        }
+        _ => t.name().to_owned(),
     }
 }
 
@@ -98,7 +117,7 @@ impl Layer for FakeNccl {
     fn call(&self, op: Operation<'_, '_>) -> Result<()> {
         match op {
             Operation::Allreduce { tensors, reduction } => {
-                let names = tensors.iter().map(|t| t.name().to_owned());
+                let names = tensors.iter().map(seen_as);
                 self.seen.lock().unwrap().extend(names);
                 let mut host: Vec<TensorMut> = tensors.iter_mut().map(as_host).collect();
                 self.inner.allreduce(&mut host, reduction)
@@ -268,6 +287,88 @@ fn compressing_a_device_tensor_is_refused_where_it_is_submitted() {
             format!(
                 "rank {rank}: invalid allreduce of tensor 'g': fp16 compression narrows host \
                  tensors only; this one is on cuda:0"
+            )
+        );
+    }
+}
+
+#[test]
+fn an_out_of_place_device_allreduce_reaches_the_transport_with_both_buffers() {
+    let (results, seen) = job(true, |hvd| {
+        let r = hvd.rank() as f32;
+        let (input, output) = (FakeCuda(vec![r + 1.0; 5]), FakeCuda(vec![-7.0; 5]));
+        let reduction = Reduction::new(ReduceOp::Sum);
+        let result = hvd
+            .allreduce_into_async("grad.gpu", input, output, reduction)
+            .unwrap()
+            .wait()
+            .unwrap();
+        result.0
+    });
+    for result in results {
+        assert_eq!(result, [3.0; 5]);
+    }
+    assert_eq!(
+        seen,
+        ["grad.gpu (out of place)", "grad.gpu (out of place)"],
+        "the transport reads the input and writes the output: the runtime copied nothing"
+    );
+}
+
+#[test]
+fn an_out_of_place_host_allreduce_leaves_its_input_as_it_was() {
+    let (results, _) = job(true, |hvd| {
+        let r = hvd.rank() as f32;
+        let input = vec![r + 1.0; 3];
+        let kept = input.clone();
+        let reduction = Reduction::new(ReduceOp::Average);
+        let output = hvd
+            .allreduce_into_async("grad.cpu", input, vec![0.0f32; 3], reduction)
+            .unwrap()
+            .wait()
+            .unwrap();
+        (kept, output)
+    });
+    for (rank, (kept, output)) in results.into_iter().enumerate() {
+        assert_eq!(kept, [rank as f32 + 1.0; 3]);
+        assert_eq!(output, [1.5; 3]);
+    }
+}
+
+#[test]
+fn an_out_of_place_allreduce_whose_output_does_not_fit_is_refused_where_it_is_submitted() {
+    let (errors, _) = job(true, |hvd| {
+        let reduction = Reduction::new(ReduceOp::Sum);
+        let device = hvd
+            .allreduce_into_async(
+                "g",
+                FakeCuda(vec![1.0; 4]),
+                FakeCuda(vec![0.0; 3]),
+                reduction,
+            )
+            .map(drop)
+            .unwrap_err()
+            .to_string();
+        let host = hvd
+            .allreduce_into_async("h", vec![1.0f32; 4], vec![0.0f32; 3], reduction)
+            .map(drop)
+            .unwrap_err()
+            .to_string();
+        (device, host)
+    });
+    for (rank, (device, host)) in errors.iter().enumerate() {
+        assert_eq!(
+            *device,
+            format!(
+                "rank {rank}: invalid allreduce of tensor 'g': the output (f32 [3] on cuda:0, \
+                 12 bytes) does not match the input (f32 [4] on cuda:0, 16 bytes)"
+            )
+        );
+        assert_eq!(
+            *host,
+            format!(
+                "rank {rank}: invalid allreduce of tensor 'h': the output (f32 [3] on cpu, 12 \
+                 bytes) does not match the input (f32 [4] on cpu, 16 bytes)"
             )
         );
     }

@@ -7,8 +7,8 @@
 #[path = "common/scenario.rs"]
 mod scenario;
 
-use hvd::ReduceOp;
 use hvd::device::DeviceVec;
+use hvd::{ReduceOp, Reduction};
 use hvdrun::JobOutcome;
 use scenario::{rank_scenario, report_path};
 
@@ -39,11 +39,19 @@ fn rank_body() {
                 .allgather("rows", tensor(&vec![rank as f32; 1 + rank]))
                 .unwrap();
             let host = hvd.allreduce("host", vec![1i32], ReduceOp::Sum).unwrap();
+            // Out of place: read from one device tensor, written to another.
+            let zeros = DeviceVec::<f32>::zeros(&memory, &[3]).unwrap();
+            let sum = Reduction::new(ReduceOp::Sum);
+            let into = hvd
+                .allreduce_into_async("into", tensor(&[rank as f32 + 1.0; 3]), zeros, sum)
+                .and_then(|h| h.wait())
+                .unwrap();
             format!(
-                "{} {:?} {:?} {host:?}",
+                "{} {:?} {:?} {host:?} {:?}",
                 hvd.transport(),
                 averaged.to_vec().unwrap(),
-                gathered.to_vec().unwrap()
+                gathered.to_vec().unwrap(),
+                into.to_vec().unwrap()
             )
         }
         "killed" => {
@@ -67,8 +75,9 @@ fn rank_body() {
     std::fs::write(report_path(&out, rank), report).unwrap();
 }
 
-/// Device tensors reduce and gather over `backend` (NCCL, or staged through host memory
-/// over a host transport); host tensors go over the host transport.
+/// Device tensors reduce (in place and out of place) and gather over `backend` (NCCL, or
+/// staged through host memory over a host transport); host tensors go over the host
+/// transport.
 fn device_tensors_work_over(backend: &str, host: &str) {
     let (outcome, reports) = launch(3, "ops", &[("HVD_BACKEND", backend)]);
     assert_eq!(outcome, JobOutcome::Success, "{reports:?}");
@@ -76,8 +85,11 @@ fn device_tensors_work_over(backend: &str, host: &str) {
         assert_eq!(
             report.as_deref(),
             Some(
-                format!("{host} [2.0, 2.0, 2.0, 2.0, 2.0] [0.0, 1.0, 1.0, 2.0, 2.0, 2.0] [3]")
-                    .as_str()
+                format!(
+                    "{host} [2.0, 2.0, 2.0, 2.0, 2.0] [0.0, 1.0, 1.0, 2.0, 2.0, 2.0] [3] \
+                     [6.0, 6.0, 6.0]"
+                )
+                .as_str()
             )
         );
     }
