@@ -296,16 +296,22 @@ impl ProcessSet {
 
     /// Starts an allreduce that combines the ranks' tensors with Adasum
     /// ([`hvd_core::adasum`]): Horovod's scale-invariant combination of gradients,
-    /// pairwise and recursive over the ranks, each tensor on its own. Floating-point host
-    /// tensors only, over a power-of-two number of ranks.
+    /// pairwise and recursive over the ranks, each tensor on its own. Floating-point
+    /// tensors only, over a power-of-two number of ranks. Adasum combines on the host: a
+    /// device tensor is copied down and back up, when the job has a device transport or
+    /// host staging.
     pub fn adasum_async<B: Buffer>(&self, name: &str, tensor: B) -> Result<Handle<B>> {
-        let size = self.engine("adasum", name)?.topology.size();
+        let engine = self.engine("adasum", name)?;
+        let device = match tensor.device() {
+            device if device != Device::Cpu && engine.copies_devices => Device::Cpu,
+            device => device,
+        };
         hvd_core::adasum::check(
             self.global_rank,
             name,
             tensor.dtype(),
-            tensor.device(),
-            size,
+            device,
+            engine.topology.size(),
         )?;
         self.submit_tensor(name, Op::Adasum, tensor, |tensor, slot| {
             Work::InPlace(Returns::new(tensor, slot))

@@ -84,6 +84,37 @@ impl Router {
         }))
     }
 
+    /// Whether device tensors can be copied to the host and back: a device transport
+    /// offers its memory, or the router stages.
+    pub(crate) fn copies_devices(&self) -> bool {
+        self.staging.is_some() || self.transports.len() > 1
+    }
+
+    /// The memory that copies `device`'s tensors to the host and back (for Adasum, which
+    /// combines on the host): the device transport's, or host staging's; or an error
+    /// naming the tensor, the device and the transports there are.
+    pub(crate) fn host_copies(
+        &self,
+        device: Device,
+        op: &str,
+        tensor: &str,
+    ) -> Result<Arc<dyn DeviceMemory>> {
+        match self.route(device, op, tensor)? {
+            Route::Staged(memory) => Ok(memory),
+            Route::Direct(transport) => {
+                transport
+                    .device_memory(device)
+                    .ok_or_else(|| Error::Unsupported {
+                        backend: transport.backend(),
+                        what: format!(
+                            "copying {device} memory to the host (rank {}, {op} of '{tensor}')",
+                            self.topology().rank()
+                        ),
+                    })
+            }
+        }
+    }
+
     /// Where a call on `device` goes, or an error naming the tensor, the device and the
     /// transports there are.
     fn route(&self, device: Device, op: &str, tensor: &str) -> Result<Route<'_>> {

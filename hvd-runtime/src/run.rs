@@ -11,6 +11,7 @@ use super::compress::{WireBuffers, narrowed, widen_into};
 use super::request::{BatchKey, Name, Op};
 use super::response::Plan;
 use super::stack::Stack;
+use super::staging;
 use super::work::{Control, InPlace, Resized, Work};
 
 /// One agreed response paired with what this rank submitted for it (not an operation of
@@ -226,6 +227,7 @@ pub(super) fn run_batch(
 ) -> Result<()> {
     let key = batch[0].key;
     let spares = wire_buffers.for_batch(batch.len());
+    let full = stack;
     let stack = stack.collective();
     let result = (|| {
         let mut views = Vec::with_capacity(batch.len());
@@ -240,7 +242,7 @@ pub(super) fn run_batch(
         match key {
             BatchKey::Allreduce(reduction) => stack.allreduce(&mut views, reduction),
             BatchKey::Broadcast(root) => stack.broadcast(&mut views, root),
-            BatchKey::Adasum => hvd_core::adasum::allreduce(stack, &mut views),
+            BatchKey::Adasum => adasum(full, &mut views),
         }
     })();
     for (mut item, spare) in batch.into_iter().zip(spares.iter()) {
@@ -250,6 +252,21 @@ pub(super) fn run_batch(
         item.finish(result.clone());
     }
     result
+}
+
+/// Combines a batch with Adasum, which runs on host memory: device tensors are copied
+/// down (from their inputs), combined over the stack's host transport, and copied up
+/// (into their outputs), by the device transport's memory or host staging's.
+fn adasum(stack: &Stack, views: &mut [TensorMut<'_>]) -> Result<()> {
+    let collective = stack.collective();
+    let device = views.first().map_or(Device::Cpu, TensorMut::device);
+    if device == Device::Cpu {
+        return hvd_core::adasum::allreduce(collective, views);
+    }
+    let memory = stack.host_copies(device, "adasum", &hvd_core::batch_name(views))?;
+    staging::batch(memory.as_ref(), views, |host| {
+        hvd_core::adasum::allreduce(collective, host)
+    })
 }
 
 /// Runs a collective whose result is a new tensor through the stack.

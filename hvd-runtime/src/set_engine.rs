@@ -31,6 +31,9 @@ pub(crate) struct SetEngine {
     /// made of the count (not the members) lets ranks that pass different members meet
     /// and be told so.
     pub set_additions: AtomicU64,
+    /// Whether the stack can copy device tensors to the host and back, so that Adasum,
+    /// which combines on the host, takes them.
+    pub copies_devices: bool,
     /// Set when the process set was removed: later calls say so.
     pub removed: AtomicBool,
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -50,6 +53,7 @@ impl SetEngine {
         let stats = Arc::new(Stats::default());
         let topology = stack.transport().topology().clone();
         let rank = topology.rank();
+        let copies_devices = stack.copies_devices();
         // Only the global set tunes: its threshold and cycle are the ones that matter.
         let tuning = if id == 0 {
             Tuning::new(rank, config)?
@@ -78,6 +82,7 @@ impl SetEngine {
             compression: config.compression,
             barriers: AtomicU64::new(0),
             set_additions: AtomicU64::new(0),
+            copies_devices,
             removed: AtomicBool::new(false),
             thread: Mutex::new(Some(thread)),
             driver,

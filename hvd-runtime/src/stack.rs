@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use hvd_core::layer::Layer;
-use hvd_core::{Collective, Result};
+use hvd_core::{Collective, Device, DeviceMemory, Result};
 use hvd_fusion::Fusion;
 use hvd_timeline::{Recorder, Timeline};
 
@@ -86,6 +86,23 @@ impl Stack {
     /// The outermost layer, through which data collectives run.
     pub fn collective(&self) -> &dyn Collective {
         self.top.as_ref()
+    }
+
+    /// Whether device tensors can be copied to the host and back (see
+    /// [`host_copies`](Self::host_copies)).
+    pub(crate) fn copies_devices(&self) -> bool {
+        self.router().copies_devices()
+    }
+
+    /// The memory that copies `device`'s tensors to the host and back: the device
+    /// transport's, or host staging's.
+    pub(crate) fn host_copies(
+        &self,
+        device: Device,
+        op: &str,
+        tensor: &str,
+    ) -> Result<Arc<dyn DeviceMemory>> {
+        self.router().host_copies(device, op, tensor)
     }
 
     /// The bare host transport under the middleware.

@@ -130,7 +130,7 @@ pub(crate) fn run(
 /// Runs `call` on host copies of a batch of device tensors (of their inputs, for
 /// out-of-place ones), then copies the results back (to their outputs): one copy down
 /// and one up per tensor.
-fn batch(
+pub(crate) fn batch(
     memory: &dyn DeviceMemory,
     tensors: &mut [TensorMut<'_>],
     call: impl FnOnce(&mut [TensorMut<'_>]) -> Result<()>,

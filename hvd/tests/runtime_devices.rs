@@ -373,3 +373,47 @@ fn an_out_of_place_allreduce_whose_output_does_not_fit_is_refused_where_it_is_su
         );
     }
 }
+
+/// Adasum combines on the host, so a device tensor needs memory that copies it there: a
+/// device transport that offers none fails the call naming it.
+#[test]
+fn adasum_of_a_device_tensor_needs_a_transport_that_copies_it_to_the_host() {
+    let (errors, _) = job(true, |hvd| {
+        hvd.adasum_async("g", FakeCuda(vec![1.0; 4]))
+            .and_then(|h| h.wait())
+            .map(drop)
+            .unwrap_err()
+            .to_string()
+    });
+    for (rank, err) in errors.iter().enumerate() {
+        assert_eq!(
+            *err,
+            format!(
+                "fake-nccl transport does not support copying cuda:0 memory to the host \
+                 (rank {rank}, adasum of 'g')"
+            )
+        );
+    }
+}
+
+/// Without a device transport or host staging, Adasum refuses a device tensor where it
+/// is submitted.
+#[test]
+#[cfg(not(feature = "nccl"))]
+fn adasum_of_a_device_tensor_in_a_job_that_cannot_copy_it_is_refused_where_it_is_submitted() {
+    let (errors, _) = job(false, |hvd| {
+        hvd.adasum_async("g", FakeCuda(vec![1.0; 4]))
+            .map(drop)
+            .unwrap_err()
+            .to_string()
+    });
+    for (rank, err) in errors.iter().enumerate() {
+        assert_eq!(
+            *err,
+            format!(
+                "rank {rank}: invalid adasum of tensor 'g': Adasum runs on host memory; this \
+                 tensor is on cuda:0"
+            )
+        );
+    }
+}

@@ -54,6 +54,14 @@ fn rank_body() {
                 into.to_vec().unwrap()
             )
         }
+        "adasum" => {
+            // Parallel vectors a and b = 2a: Adasum keeps 3/4 of b.
+            let combined = hvd
+                .adasum_async("grad", tensor(&[rank as f32 + 1.0; 4]))
+                .and_then(|h| h.wait())
+                .unwrap();
+            format!("{:?}", combined.to_vec().unwrap())
+        }
         "killed" => {
             hvd.allreduce("warmup", tensor(&[1.0]), ReduceOp::Sum)
                 .unwrap();
@@ -108,6 +116,26 @@ fn device_tensors_are_staged_through_host_memory_over_tcp() {
 #[test]
 fn device_tensors_are_staged_through_host_memory_over_shm() {
     device_tensors_work_over("shm", "shm");
+}
+
+/// Adasum combines on the host: device tensors are copied down and back up, by NCCL's
+/// memory or by host staging.
+fn adasum_of_device_tensors_over(backend: &str) {
+    let (outcome, reports) = launch(2, "adasum", &[("HVD_BACKEND", backend)]);
+    assert_eq!(outcome, JobOutcome::Success, "{reports:?}");
+    for report in reports {
+        assert_eq!(report.as_deref(), Some("[1.5, 1.5, 1.5, 1.5]"));
+    }
+}
+
+#[test]
+fn adasum_of_device_tensors_in_an_nccl_job() {
+    adasum_of_device_tensors_over("nccl");
+}
+
+#[test]
+fn adasum_of_device_tensors_staged_through_host_memory() {
+    adasum_of_device_tensors_over("shm");
 }
 
 #[test]
