@@ -70,9 +70,12 @@ impl TensorArg {
     }
 }
 
-/// Starts an in-place allreduce of `tensor`; `op` may be Adasum.
+/// Starts an allreduce of `tensor`; `op` may be Adasum. In place, or into `output` (of
+/// the same dtype, shape and device, described by pointer) when it is given: a device
+/// tensor is then read from `tensor` and written to `output` with no copy of its own.
 #[pyfunction]
-#[pyo3(signature = (name, tensor, op, prescale = 1.0, postscale = 1.0, process_set = 0))]
+#[pyo3(signature = (name, tensor, op, prescale = 1.0, postscale = 1.0, process_set = 0, output = None))]
+#[allow(clippy::too_many_arguments)]
 pub fn allreduce_async(
     py: Python<'_>,
     name: &str,
@@ -81,25 +84,44 @@ pub fn allreduce_async(
     prescale: f64,
     postscale: f64,
     process_set: usize,
+    output: Option<TensorArg>,
 ) -> PyResult<PyHandle> {
     let set = running::process_set(process_set)?;
-    let (memory, results) = tensor.memory(py, "allreduce")?;
-    let handle = match codes::combine(op)? {
-        Combine::Reduce(op) => {
-            let reduction = Reduction {
-                op,
-                prescale,
-                postscale,
-            };
-            set.allreduce_with_async(name, memory, reduction)
+    let combine = codes::combine(op)?;
+    if matches!(combine, Combine::Adasum) && (prescale != 1.0 || postscale != 1.0) {
+        return Err(PyValueError::new_err(format!(
+            "allreduce of '{name}': Adasum takes no prescale or postscale factor (got \
+             {prescale} and {postscale}); it is scale-invariant"
+        )));
+    }
+    if let Some(TensorArg::Dlpack(_)) = output {
+        return Err(PyValueError::new_err(format!(
+            "allreduce of '{name}': the output of an out-of-place allreduce is described by \
+             pointer, not handed over as a DLPack capsule"
+        )));
+    }
+    let (memory, mut results) = tensor.memory(py, "allreduce")?;
+    let output = match output {
+        Some(output) => {
+            // The handle answers as for an in-place call on the output.
+            let (output, output_results) = output.memory(py, "allreduce")?;
+            results = output_results;
+            Some(output)
         }
-        Combine::Adasum if prescale != 1.0 || postscale != 1.0 => {
-            return Err(PyValueError::new_err(format!(
-                "allreduce of '{name}': Adasum takes no prescale or postscale factor (got \
-                 {prescale} and {postscale}); it is scale-invariant"
-            )));
+        None => None,
+    };
+    let reduction = |op| Reduction {
+        op,
+        prescale,
+        postscale,
+    };
+    let handle = match (combine, output) {
+        (Combine::Reduce(op), None) => set.allreduce_with_async(name, memory, reduction(op)),
+        (Combine::Reduce(op), Some(output)) => {
+            set.allreduce_into_async(name, memory, output, reduction(op))
         }
-        Combine::Adasum => set.adasum_async(name, memory),
+        (Combine::Adasum, None) => set.adasum_async(name, memory),
+        (Combine::Adasum, Some(output)) => set.adasum_into_async(name, memory, output),
     }
     .map_err(to_py)?;
     Ok(PyHandle::new(Pending::InPlace(handle), results))

@@ -42,8 +42,9 @@ pub(crate) fn nccl_usable() -> Result<(), String> {
 
 /// The path the running job's CUDA tensors take, and why: `("nccl", ...)` by device
 /// pointer through the job's NCCL communicator; `("staged", ...)` by device pointer,
-/// copied to host memory and back by hvd's runtime (no device transport); `("host",
-/// reason)` when hvd cannot reach device memory at all (the framework stages them).
+/// copied to host memory and back by hvd's runtime (no device transport);
+/// `("unreachable", reason)` when hvd cannot reach device memory at all, so a CUDA
+/// tensor's collective fails with the reason.
 /// The fronts ask once per job, so this logs it once: at info for NCCL, and as a warning
 /// otherwise (a GPU job that stages its gradients runs far below NCCL's speed).
 #[pyfunction]
@@ -53,6 +54,7 @@ pub fn device_path() -> PyResult<(&'static str, String)> {
     let rank = hvd.rank();
     match path {
         "nccl" => tracing::info!("rank {rank}: CUDA tensors go {why}"),
+        "unreachable" => tracing::warn!("rank {rank}: CUDA tensors cannot be used: {why}"),
         _ => tracing::warn!("rank {rank}: CUDA tensors go {why}"),
     }
     Ok((path, why))
@@ -73,12 +75,7 @@ fn path_of(hvd: &hvd::Hvd) -> PyResult<(&'static str, String)> {
                 why_no_nccl()
             ),
         ),
-        Err(e) => (
-            "host",
-            format!(
-                "through host memory, copied by the framework: hvd cannot reach CUDA memory: {e}"
-            ),
-        ),
+        Err(e) => ("unreachable", format!("hvd cannot reach CUDA memory: {e}")),
     })
 }
 

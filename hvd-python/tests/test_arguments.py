@@ -117,31 +117,40 @@ def test_unregistered_process_set_is_named():
         hvd.allreduce(torch.ones(2), process_set=hvd.ProcessSet([0]))
 
 
-def test_cuda_tensors_are_staged_through_the_host(monkeypatch):
-    """Without a GPU, a CPU tensor that reports a CUDA device walks the staging path: the
-    stream is synchronised, a host copy is reduced, and the result is copied back."""
-    synced = []
-
-    class Stream:
-        def synchronize(self):
-            synced.append(True)
+def test_cuda_tensors_without_a_reachable_driver_are_refused_with_the_reason():
+    """Without a CUDA driver hvd can load, a CUDA tensor's collective is refused with
+    device_path()'s reason, before anything is submitted: hvd stages CUDA tensors in its
+    runtime only, and the tensor is left as it was."""
+    path, why = _hvd.device_path()
+    if path != "unreachable":
+        pytest.skip(f"hvd reaches CUDA memory on this machine ({path}: {why})")
 
     class PosingAsCuda(torch.Tensor):
         @property
         def device(self):
             return torch.device("cuda", 0)
 
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: Stream())
     tensor = torch.full((3,), 2.0).as_subclass(PosingAsCuda)
-    seen = []
-    native = _hvd.allreduce_async
-    monkeypatch.setattr(_hvd, "allreduce_async",
-                        lambda name, desc, *rest: seen.append(desc[0]) or native(name, desc, *rest))
-    result = hvd.allreduce_(tensor, op=hvd.Sum, prescale_factor=3.0, name="staged")
-    assert synced, "the current stream was not synchronised"
-    assert seen and seen[0] != tensor.data_ptr(), "the device pointer reached hvd"
-    assert result is tensor
-    assert torch.equal(torch.Tensor(tensor), torch.full((3,), 6.0))
+    calls = {"allreduce": lambda: hvd.allreduce_(tensor, op=hvd.Sum, name="cuda.inplace"),
+             "allreduce ": lambda: hvd.allreduce(tensor, op=hvd.Adasum, name="cuda.adasum"),
+             "broadcast": lambda: hvd.broadcast_(tensor, 0, name="cuda.broadcast"),
+             "allgather": lambda: hvd.allgather(tensor, name="cuda.allgather")}
+    for op, call in calls.items():
+        with pytest.raises(ValueError) as e:
+            call()
+        assert str(e.value) == f"{op.strip()}: CUDA tensors cannot be used in this job: {why}"
+    assert why.startswith("hvd cannot reach CUDA memory: "), why
+    assert torch.equal(torch.Tensor(tensor), torch.full((3,), 2.0))
+
+
+def test_an_out_of_place_allreduce_leaves_its_input_and_writes_a_new_tensor():
+    tensor = torch.arange(6.0).reshape(2, 3)
+    out = hvd.allreduce(tensor, op=hvd.Sum, prescale_factor=2.0, name="into")
+    assert out.data_ptr() != tensor.data_ptr() and out.shape == (2, 3)
+    assert torch.equal(out, torch.arange(6.0).reshape(2, 3) * 2)
+    assert torch.equal(tensor, torch.arange(6.0).reshape(2, 3))
+    outs = hvd.grouped_allreduce([tensor, tensor.t()], op=hvd.Sum, name="into.group")
+    assert torch.equal(outs[1], tensor.t()) and outs[1].is_contiguous()
 
 
 def test_scalars_empty_tensors_join_and_timeline(tmp_path):

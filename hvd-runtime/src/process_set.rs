@@ -225,13 +225,30 @@ impl ProcessSet {
         reduction: Reduction,
     ) -> Result<Handle<B>> {
         let compression = self.engine("allreduce", name)?.compression;
+        if self.check_into("allreduce", name, &input, &output)? {
+            output.bytes_mut().copy_from_slice(input.bytes());
+            return self.allreduce_work(name, None, output, reduction, compression);
+        }
+        self.allreduce_work(name, Some(input), output, reduction, compression)
+    }
+
+    /// Checks that an out-of-place operation's `output` matches its `input` (dtype,
+    /// shape, device, bytes); true when they are host tensors, whose input the caller
+    /// copies into the output.
+    fn check_into<B: Buffer>(
+        &self,
+        op: &'static str,
+        name: &str,
+        input: &B,
+        output: &B,
+    ) -> Result<bool> {
         let (dtype, shape, device) = (input.dtype(), input.shape(), input.device());
         let fits = (dtype, &shape, device) == (output.dtype(), &output.shape(), output.device());
         let lens = |b: &B| b.device_memory().map_or(b.bytes().len(), |m| m.len());
-        if !fits || lens(&input) != lens(&output) {
+        if !fits || lens(input) != lens(output) {
             return Err(Error::invalid(
                 self.global_rank,
-                "allreduce",
+                op,
                 name,
                 format!(
                     "the output ({} {:?} on {}, {} bytes) does not match the input \
@@ -239,16 +256,12 @@ impl ProcessSet {
                     output.dtype(),
                     output.shape(),
                     output.device(),
-                    lens(&output),
-                    lens(&input)
+                    lens(output),
+                    lens(input)
                 ),
             ));
         }
-        if device == Device::Cpu {
-            output.bytes_mut().copy_from_slice(input.bytes());
-            return self.allreduce_work(name, None, output, reduction, compression);
-        }
-        self.allreduce_work(name, Some(input), output, reduction, compression)
+        Ok(device == Device::Cpu)
     }
 
     /// Checks and queues an allreduce into `tensor`, of `input` when there is one (device
@@ -301,6 +314,28 @@ impl ProcessSet {
     /// device tensor is copied down and back up, when the job has a device transport or
     /// host staging.
     pub fn adasum_async<B: Buffer>(&self, name: &str, tensor: B) -> Result<Handle<B>> {
+        self.adasum_work(name, None, tensor)
+    }
+
+    /// Starts an Adasum of `input` whose result goes to `output` (of the same dtype, shape
+    /// and device), leaving `input` as it was, as
+    /// [`allreduce_into_async`](Self::allreduce_into_async) does.
+    pub fn adasum_into_async<B: Buffer>(
+        &self,
+        name: &str,
+        input: B,
+        mut output: B,
+    ) -> Result<Handle<B>> {
+        if self.check_into("adasum", name, &input, &output)? {
+            output.bytes_mut().copy_from_slice(input.bytes());
+            return self.adasum_work(name, None, output);
+        }
+        self.adasum_work(name, Some(input), output)
+    }
+
+    /// Checks and queues an Adasum into `tensor`, of `input` when there is one (device
+    /// tensors only) and of `tensor` itself otherwise.
+    fn adasum_work<B: Buffer>(&self, name: &str, input: Option<B>, tensor: B) -> Result<Handle<B>> {
         let engine = self.engine("adasum", name)?;
         let device = match tensor.device() {
             device if device != Device::Cpu && engine.copies_devices => Device::Cpu,
@@ -313,8 +348,9 @@ impl ProcessSet {
             device,
             engine.topology.size(),
         )?;
-        self.submit_tensor(name, Op::Adasum, tensor, |tensor, slot| {
-            Work::InPlace(Returns::new(tensor, slot))
+        self.submit_tensor(name, Op::Adasum, tensor, |tensor, slot| match input {
+            Some(input) => Work::InPlace(ReturnsInto::new(input, tensor, slot)),
+            None => Work::InPlace(Returns::new(tensor, slot)),
         })
     }
 

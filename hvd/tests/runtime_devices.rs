@@ -417,3 +417,22 @@ fn adasum_of_a_device_tensor_in_a_job_that_cannot_copy_it_is_refused_where_it_is
         );
     }
 }
+
+#[test]
+fn an_out_of_place_adasum_leaves_its_input_as_it_was() {
+    let (results, _) = job(true, |hvd| {
+        let input = vec![hvd.rank() as f32 + 1.0; 4];
+        let kept = input.clone();
+        let output = hvd
+            .adasum_into_async("adasum.into", input, vec![0.0f32; 4])
+            .unwrap()
+            .wait()
+            .unwrap();
+        (kept, output)
+    });
+    for (rank, (kept, output)) in results.into_iter().enumerate() {
+        assert_eq!(kept, [rank as f32 + 1.0; 4]);
+        // Parallel vectors a and b = 2a: Adasum keeps 3/4 of b.
+        assert_eq!(output, [1.5; 4]);
+    }
+}

@@ -108,11 +108,13 @@ def _native(tensor):
     return tensor.capsule if isinstance(tensor, DlpackTensor) else tensor
 
 
-def allreduce_async(name, tensor, op, prescale_factor, postscale_factor, process_set):
-    """Starts an in-place allreduce (or Adasum) of the described tensor."""
+def allreduce_async(name, tensor, op, prescale_factor, postscale_factor, process_set,
+                    output=None):
+    """Starts an allreduce (or Adasum) of the described tensor: in place, or into the
+    described ``output`` (same dtype, shape and device), leaving the tensor as it is."""
     return _hvd.allreduce_async(name_for(name, "allreduce"), _native(tensor), op.code,
                                 float(prescale_factor), float(postscale_factor),
-                                set_id(process_set))
+                                set_id(process_set), output)
 
 
 def broadcast_async(name, tensor, root_rank, process_set):

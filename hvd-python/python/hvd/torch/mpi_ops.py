@@ -5,11 +5,13 @@ with Horovod's gradients.
 CUDA tensors go by device pointer too, with an event recorded on torch's current stream
 (NCCL's stream waits for it on the device; the host does not block). With NCCL (found at
 ``hvd.init()``, unless ``HVD_BACKEND`` names a host transport) they are reduced on the
-device; without it hvd's runtime stages them through host memory. Results whose shape
-differs come back on the device as DLPack capsules of hvd's memory, complete when the
-handle returns. Only when hvd cannot reach CUDA memory at all (no driver it can load)
-does this module copy them to the host itself. ``hvd._hvd.device_path()`` says which
-path the job takes, and hvd logs it once per job (a warning when it is not NCCL)."""
+device; without it hvd's runtime stages them through host memory (and always for Adasum,
+which combines on the host). An out-of-place allreduce hands hvd the input and a new
+output tensor, so nothing copies the input first. Results whose shape differs come back
+on the device as DLPack capsules of hvd's memory, complete when the handle returns. When
+hvd cannot reach CUDA memory at all (no driver it can load), a CUDA tensor's collective
+is refused with the reason. ``hvd._hvd.device_path()`` says which path the job takes,
+and hvd logs it once per job (a warning when it is not NCCL)."""
 
 import torch
 
@@ -57,51 +59,41 @@ def _check_inplace(tensor, what):
                          "place; call .contiguous() first, or use the out-of-place form")
 
 
-_path = (None, None)
+_path = (None, None, None)
 
 
-def _on_device(tensor):
-    """Whether hvd takes ``tensor`` by device pointer: a CUDA tensor, in a job whose CUDA
-    tensors hvd reaches (``_hvd.device_path()``, asked once per job)."""
+def _on_device(tensor, what):
+    """Whether ``tensor`` is a CUDA tensor, which hvd takes by device pointer; a
+    ValueError with the reason when the job's hvd cannot reach CUDA memory
+    (``_hvd.device_path()``, asked once per job)."""
     global _path
     if tensor.device.type != "cuda":
         return False
     if _path[0] != _ops.job_number():
-        _path = (_ops.job_number(), _hvd.device_path()[0])
-    return _path[1] != "host"
+        _path = (_ops.job_number(), *_hvd.device_path())
+    if _path[1] == "unreachable":
+        raise ValueError(f"{what}: CUDA tensors cannot be used in this job: {_path[2]}")
+    return True
 
 
-def _host(tensor):
-    """The host tensor hvd works on: the tensor itself, or a staged copy of a CUDA one
-    that hvd cannot take by device pointer."""
-    if tensor.device.type == "cuda":
-        # The kernels that produced the tensor may still be running on its stream.
-        torch.cuda.current_stream(tensor.device).synchronize()
-        return tensor.detach().to("cpu", copy=True)
-    return tensor.detach()
-
-
-def _describe(tensor, by_pointer=True):
-    """The description ``hvd.common.ops`` takes of ``tensor`` (contiguous), and the host
-    tensor a result lands in: for a host tensor, (pointer, bytes, dtype, shape, owner)
-    and the tensor; for a CUDA tensor hvd takes by device pointer, the same plus the
-    device and an event recorded on torch's current stream after the work that writes
-    it (the owner keeps both alive), and None. ``by_pointer=False`` stages a CUDA tensor
-    here (Adasum, which hvd runs on host memory)."""
-    if by_pointer and _on_device(tensor):
-        tensor = tensor.detach()
+def _describe(tensor, what):
+    """The description ``hvd.common.ops`` takes of ``tensor`` (contiguous): for a host
+    tensor, (pointer, bytes, dtype, shape, owner); for a CUDA tensor, the same plus the
+    device and an event recorded on torch's current stream after the work that writes it
+    (the owner keeps both alive)."""
+    tensor = tensor.detach()
+    if _on_device(tensor, what):
         ready = torch.cuda.Event()
         ready.record(torch.cuda.current_stream(tensor.device))
         return (tensor.data_ptr(), tensor.numel() * tensor.element_size(),
                 _DTYPES[tensor.dtype], list(tensor.shape), (tensor, ready),
-                tensor.device.index, ready.cuda_event), None
-    host = _host(tensor)
-    return (host.data_ptr(), host.numel() * host.element_size(), _DTYPES[host.dtype],
-            list(host.shape), host), host
+                tensor.device.index, ready.cuda_event)
+    return (tensor.data_ptr(), tensor.numel() * tensor.element_size(), _DTYPES[tensor.dtype],
+            list(tensor.shape), tensor)
 
 
 def _copy(tensor):
-    """A contiguous host copy of ``tensor`` for an out-of-place operation."""
+    """A contiguous copy of ``tensor`` for an out-of-place broadcast."""
     return tensor.detach().clone(memory_format=torch.contiguous_format)
 
 
@@ -148,15 +140,9 @@ def _new_tensor(out, dtype, device):
     return _from_bytes(out[0], out[1], dtype, device)
 
 
-def _in_place(tensor, host, native):
-    """A handle that returns ``tensor``, copying a staged result back into it (``host``,
-    None when hvd worked in the tensor's own memory)."""
-    def finish(_):
-        if host is not None and host.data_ptr() != tensor.data_ptr():
-            with torch.no_grad():
-                tensor.copy_(host)
-        return tensor
-    return Handle(native, finish)
+def _in_place(tensor, native):
+    """A handle that returns ``tensor``, which hvd wrote in its own memory."""
+    return Handle(native, lambda _: tensor)
 
 
 def _resized(tensor, native):
@@ -178,10 +164,21 @@ def _group_names(name, count, op):
 def _allreduce_start(tensor, name, op, prescale_factor, postscale_factor, process_set):
     """Starts an in-place allreduce of ``tensor`` (checked, contiguous) with ``op``
     (resolved)."""
-    described, host = _describe(tensor, by_pointer=op is not Adasum)
-    native = _ops.allreduce_async(name, described, op, prescale_factor, postscale_factor,
-                                  process_set)
-    return _in_place(tensor, host, native)
+    native = _ops.allreduce_async(name, _describe(tensor, "allreduce"), op, prescale_factor,
+                                  postscale_factor, process_set)
+    return _in_place(tensor, native)
+
+
+def _allreduce_into_start(tensor, name, op, prescale_factor, postscale_factor, process_set):
+    """Starts an allreduce of ``tensor`` (checked) into a new tensor, leaving ``tensor`` as
+    it is: hvd reads one and writes the other (a CUDA tensor is not copied first)."""
+    tensor = tensor.detach().contiguous()
+    output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
+    native = _ops.allreduce_async(name, _describe(tensor, "allreduce"), op, prescale_factor,
+                                  postscale_factor, process_set,
+                                  output=_describe(output, "allreduce"))
+    # The input stays alive until the operation is done with it (its owner is held).
+    return _in_place(output, native)
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -204,8 +201,8 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
                     postscale_factor=1.0, process_set=global_process_set):
     """Starts an allreduce into a new tensor; ``tensor`` is left as it is."""
     _check(tensor, "allreduce")
-    return _allreduce_start(_copy(tensor), name, resolve_op(op, average), prescale_factor,
-                            postscale_factor, process_set)
+    return _allreduce_into_start(tensor, name, resolve_op(op, average), prescale_factor,
+                                 postscale_factor, process_set)
 
 
 class HorovodAllreduce(torch.autograd.Function):
@@ -214,8 +211,8 @@ class HorovodAllreduce(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, process_set):
         ctx.args = (op, prescale_factor, postscale_factor, process_set)
-        return synchronize(_allreduce_start(_copy(tensor), name, op, prescale_factor,
-                                            postscale_factor, process_set))
+        return synchronize(_allreduce_into_start(tensor, name, op, prescale_factor,
+                                                 postscale_factor, process_set))
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -252,9 +249,10 @@ def _check_rows(tensors, what):
 
 
 def _grouped_allreduce_start(tensors, name, op, prescale_factor, postscale_factor,
-                             process_set):
+                             process_set, start=_allreduce_start):
+    """Starts every tensor's allreduce, in place (``start``) or out of place."""
     names = _group_names(name, len(tensors), "allreduce")
-    return _Group([_allreduce_start(t, n, op, prescale_factor, postscale_factor, process_set)
+    return _Group([start(t, n, op, prescale_factor, postscale_factor, process_set)
                    for t, n in zip(tensors, names)])
 
 
@@ -275,9 +273,8 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                             postscale_factor=1.0, process_set=global_process_set):
     _check_group(tensors, "grouped_allreduce")
-    return _grouped_allreduce_start([_copy(t) for t in tensors], name,
-                                    resolve_op(op, average), prescale_factor,
-                                    postscale_factor, process_set)
+    return _grouped_allreduce_start(tensors, name, resolve_op(op, average), prescale_factor,
+                                    postscale_factor, process_set, _allreduce_into_start)
 
 
 class HorovodGroupedAllreduce(torch.autograd.Function):
@@ -287,8 +284,8 @@ class HorovodGroupedAllreduce(torch.autograd.Function):
     def forward(ctx, name, op, prescale_factor, postscale_factor, process_set, *tensors):
         ctx.args = (op, prescale_factor, postscale_factor, process_set)
         return tuple(synchronize(_grouped_allreduce_start(
-            [_copy(t) for t in tensors], name, op, prescale_factor, postscale_factor,
-            process_set)))
+            tensors, name, op, prescale_factor, postscale_factor, process_set,
+            _allreduce_into_start)))
 
     @staticmethod
     def backward(ctx, *grad_outputs):
@@ -343,7 +340,7 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
 
 def _allgather_start(tensor, name, process_set):
     """Starts an allgather of ``tensor`` (checked); ``hvd.common.ops`` refuses a scalar."""
-    described, _ = _describe(tensor.contiguous())
+    described = _describe(tensor.contiguous(), "allgather")
     return _resized(tensor, _ops.allgather_async(name, described, process_set))
 
 
@@ -430,9 +427,9 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
 
 def _broadcast_start(tensor, root_rank, name, process_set):
     """Starts an in-place broadcast into ``tensor`` (checked, contiguous)."""
-    described, host = _describe(tensor)
-    native = _ops.broadcast_async(name, described, root_rank, process_set)
-    return _in_place(tensor, host, native)
+    native = _ops.broadcast_async(name, _describe(tensor, "broadcast"), root_rank,
+                                  process_set)
+    return _in_place(tensor, native)
 
 
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
@@ -492,7 +489,7 @@ def _splits(splits):
 
 def _alltoall_start(tensor, splits, name, process_set):
     """Starts an alltoall of ``tensor`` (checked)."""
-    described, _ = _describe(tensor.contiguous())
+    described = _describe(tensor.contiguous(), "alltoall")
     native = _ops.alltoall_async(name, described, _splits(splits), process_set)
     device = splits.device if isinstance(splits, torch.Tensor) else torch.device("cpu")
 
@@ -541,7 +538,7 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
 
 def _reducescatter_start(tensor, name, op, process_set, prescale_factor, postscale_factor):
     """Starts a reducescatter of ``tensor`` (checked) with ``op`` (resolved)."""
-    described, _ = _describe(tensor.contiguous())
+    described = _describe(tensor.contiguous(), "reducescatter")
     return _resized(tensor, _ops.reducescatter_async(name, described, op, prescale_factor,
                                                      postscale_factor, process_set))
 
