@@ -33,8 +33,8 @@ def double():
     pytest.fail("cargo built hvd-gpu-double but named no libhvd_gpu_double.so")
 
 
-def marked(trace, pid):
-    """The functions process `pid` called between its marks `start` and `end`."""
+def marked(trace, pid, start="start"):
+    """The functions process `pid` called between its mark `start` and its next mark."""
     calls, inside = [], False
     with open(trace) as lines:
         for line in lines:
@@ -42,7 +42,7 @@ def marked(trace, pid):
             if len(words) < 2 or words[0] != str(pid):
                 continue
             if words[1] == "mark":
-                inside = words[2] == "start"
+                inside = words[2] == start
                 continue
             if inside:
                 calls.append(words[1])
@@ -62,11 +62,12 @@ def run_device_job(run_job, double, tmp_path, env=None):
         assert f"rank {rank}: device ok" in out, out
     pids = {line.split()[0] for line in open(trace) if line.split()[1:2] == ["mark"]}
     assert len(pids) == 2, pids
-    return out, [marked(str(trace), pid) for pid in pids]
+    return out, [marked(str(trace), pid) for pid in pids], \
+        [marked(str(trace), pid, "into.start") for pid in pids]
 
 
 def test_cuda_tensors_go_to_nccl_by_device_pointer(run_job, double, tmp_path):
-    out, ranks = run_device_job(run_job, double, tmp_path)
+    out, ranks, into = run_device_job(run_job, double, tmp_path)
     assert "rank 0: path nccl: by device pointer over nccl" in out, out
     for calls in ranks:
         host_copies = [c for c in calls if c.startswith(("cuMemcpyDtoH", "cuMemcpyHtoD"))]
@@ -74,15 +75,20 @@ def test_cuda_tensors_go_to_nccl_by_device_pointer(run_job, double, tmp_path):
         # The producer's event, waited for on the device, not by the host.
         assert "cuStreamWaitEvent" in calls and "cuEventSynchronize" not in calls, calls
         assert {"ncclAllReduce", "ncclBroadcast", "ncclReduceScatter"} <= set(calls), calls
+    for calls in into:
+        # Out of place: NCCL reads the input and writes the output, no copy between them.
+        assert "ncclAllReduce" in calls, calls
+        copies = [c for c in calls if c.startswith("cuMemcpy")]
+        assert copies == [], copies
 
 
 def test_two_ranks_sharing_one_gpu(run_job, double, tmp_path):
-    out, _ = run_device_job(run_job, double, tmp_path, {"HVD_GPU_DOUBLE_DEVICES": "1"})
+    out, _, _ = run_device_job(run_job, double, tmp_path, {"HVD_GPU_DOUBLE_DEVICES": "1"})
     assert "rank 1: path nccl" in out, out
 
 
 def test_a_host_transport_named_stages_cuda_tensors_in_the_runtime(run_job, double, tmp_path):
-    out, ranks = run_device_job(run_job, double, tmp_path, {"HVD_BACKEND": "shm"})
+    out, ranks, into = run_device_job(run_job, double, tmp_path, {"HVD_BACKEND": "shm"})
     why = ("by device pointer, staged through host memory by hvd's runtime over shm (the "
            "job has no NCCL communicator: HVD_BACKEND=shm)")
     assert f"rank 0: path staged: {why}" in out, out
@@ -91,3 +97,9 @@ def test_a_host_transport_named_stages_cuda_tensors_in_the_runtime(run_job, doub
     for calls in ranks:
         assert "ncclAllReduce" not in calls, calls
         assert any(c.startswith("cuMemcpyDtoH") for c in calls), calls
+    for calls in into:
+        # Out of place: the input copied down once, the result up into the output once.
+        copies = [c for c in calls if c.startswith("cuMemcpy")]
+        assert [c for c in copies if c.startswith("cuMemcpyDtoD")] == [], copies
+        assert len([c for c in copies if c.startswith("cuMemcpyDtoH")]) == 1, copies
+        assert len([c for c in copies if c.startswith("cuMemcpyHtoD")]) == 1, copies

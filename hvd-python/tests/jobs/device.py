@@ -5,7 +5,8 @@ written by a copy queued on a stream of the "framework"'s own, so a collective t
 does not wait for the event reads stale bytes. Every result is checked; results of
 another shape come back as CUDA DLPack capsules on the tensor's device. Between the
 marks it writes into the double's trace, hvd's only copies are on the device. A host
-tensor in the same job goes over the host transport."""
+tensor in the same job goes over the host transport. An out-of-place allreduce, between
+marks of its own, reads its input and writes its output: the input is left as it was."""
 import ctypes
 import os
 import struct
@@ -111,6 +112,8 @@ g, _ = tensor([float(rank)] * (2 * (rank + 1)))
 t, _ = tensor([rank * 10.0 + i for i in range(3)])
 s, _ = tensor([1.0, 2.0, 3.0, 4.0])
 p, p_ptr = tensor([rank + 1.0] * 2)
+i, i_ptr = tensor([rank + 1.0] * 5)
+o, o_ptr = tensor([-1.0] * 5)
 pair = hvd.add_process_set([0, 1])
 mark("start")
 # Two allreduces in flight together (fused), one with scale factors.
@@ -129,6 +132,11 @@ _hvd.allreduce_async("dev.p", p, _hvd.REDUCE_OPS["max"], process_set=pair.proces
 host = hvd.allreduce(torch.ones(3), op=hvd.Sum, name="host.x")
 mark("end")
 assert torch.equal(host, torch.full((3,), 2.0)), host
+mark("into.start")
+_hvd.allreduce_async("dev.into", i, _hvd.REDUCE_OPS["sum"], output=o).wait()
+mark("into.end")
+assert read(i_ptr, 5) == [rank + 1.0] * 5, read(i_ptr, 5)
+assert read(o_ptr, 5) == [3.0] * 5, read(o_ptr, 5)
 
 assert read(a_ptr, 4) == [3.0] * 4, read(a_ptr, 4)
 assert read(b_ptr, 3) == [30.0] * 3, read(b_ptr, 3)  # (10 * 0.5 + 20 * 0.5) / 2 * 4
