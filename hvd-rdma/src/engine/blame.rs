@@ -82,11 +82,7 @@ impl Blame<'_> {
         };
         let bytes = abort.encode(MAX_CAUSE);
         let mut pending = Vec::new();
-        let dead = |p: usize| {
-            self.processes
-                .get(p)
-                .is_some_and(|r| r.has_exited(self.me))
-        };
+        let dead = |p: usize| self.processes.get(p).is_some_and(|r| r.has_exited(self.me));
         let told: Vec<usize> = (0..call.ranks)
             .filter(|p| *p != call.rank && Some(*p) != fault.culprit && !dead(*p))
             .collect();
