@@ -32,6 +32,14 @@ fn epoch(source: InMemory, augment: Augment, batch: usize, threads: usize) -> Ba
     out
 }
 
+/// What the first batch of a one-sample epoch fails with.
+fn first_batch_error(source: InMemory, augment: Augment) -> String {
+    let sampler = ElasticSampler::new(1, 1).seed(None);
+    let mut loader = Loader::new(source, augment, options(1)).unwrap();
+    let mut epoch = loader.epoch(&sampler, 0, 1).unwrap();
+    epoch.next_batch().unwrap_err().to_string()
+}
+
 #[test]
 fn grey_bytes_become_v_over_255_and_floats_stay_as_they_are() {
     let mut source = InMemory::default();
@@ -125,14 +133,7 @@ fn floats_cannot_be_resized_and_grey_output_needs_samples_taken_as_they_are() {
         channels: 3,
     };
     source.push(vec![0; 4 * 4 * 3 * 4], sample(0, float));
-    let sampler = ElasticSampler::new(1, 1).seed(None);
-    let mut loader = Loader::new(source, Augment::eval(2), options(1)).unwrap();
-    let err = loader
-        .epoch(&sampler, 0, 1)
-        .unwrap()
-        .next_batch()
-        .unwrap_err()
-        .to_string();
+    let err = first_batch_error(source, Augment::eval(2));
     assert!(
         err.contains("3-channel f32 image of 4 x 4 cannot be cropped"),
         "{err}"
@@ -165,14 +166,7 @@ fn bytes_that_are_not_the_pixels_they_claim_are_an_error_naming_the_sample() {
         height: 28,
     };
     source.push(vec![0; 783], sample(0, grey));
-    let sampler = ElasticSampler::new(1, 1).seed(None);
-    let mut loader = Loader::new(source, Augment::exact(28, 1), options(1)).unwrap();
-    let err = loader
-        .epoch(&sampler, 0, 1)
-        .unwrap()
-        .next_batch()
-        .unwrap_err()
-        .to_string();
+    let err = first_batch_error(source, Augment::exact(28, 1));
     assert!(
         err.contains("in-memory sample 0") && err.contains("783 bytes are not 28 x 28 grey pixels"),
         "{err}"

@@ -85,11 +85,9 @@ fn loop_through(graph: &Graph, group: &BTreeSet<&str>) -> Vec<String> {
                     while let Some(prev) = came_from.get(path[path.len() - 1]) {
                         path.push(prev);
                     }
+                    // The walk back ends at `start`, the one module with no predecessor.
                     path.reverse();
                     path.push(start);
-                    if path[0] != start {
-                        path.insert(0, start);
-                    }
                     return path.into_iter().map(str::to_string).collect();
                 }
                 if group.contains(next) && next != start && !came_from.contains_key(next) {
