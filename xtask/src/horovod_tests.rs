@@ -16,7 +16,7 @@ mod junit;
 mod verdict;
 
 pub(crate) use verdict::excused_failures;
-use verdict::{Outcome, Verdict, judge};
+use verdict::{Kind, Outcome, Verdict, judge, timing_race};
 
 /// The variable that says where the suite is, when it is not beside the repository.
 const SUITE_VAR: &str = "HVD_HOROVOD_TESTS";
@@ -255,8 +255,11 @@ fn examples(lines: &[String]) -> Vec<(String, Verdict)> {
         .collect()
 }
 
+/// A test's name, outcome and verdict.
+type Judged = (String, Outcome, Verdict);
+
 /// The tests of one run (`whole` or `iso`) of `file` with each one's verdict.
-fn judged_run(results: &Path, part: Part, file: TestFile) -> Vec<(String, Outcome, Verdict)> {
+fn judged_run(results: &Path, part: Part, file: TestFile) -> Vec<Judged> {
     let outcomes = match part {
         Part::Whole => junit::whole(&results.join("whole")),
         _ => junit::isolated(&results.join("iso")),
@@ -268,6 +271,49 @@ fn judged_run(results: &Path, part: Part, file: TestFile) -> Vec<(String, Outcom
             (test, outcome, verdict)
         })
         .collect()
+}
+
+/// Runs each test whose failure is a listed timing race again, alone (results under
+/// `out/again/<test>`): it passes if it passes then. Returns the verdicts and a line
+/// for each test run again.
+fn rerun_races(
+    suite: &Path,
+    env: &[(&str, &std::ffi::OsStr)],
+    out: &Path,
+    file: TestFile,
+    mut judged: Vec<Judged>,
+) -> Result<(Vec<Judged>, Vec<String>), String> {
+    let mut lines = Vec::new();
+    for (test, outcome, verdict) in &mut judged {
+        let Verdict::Unexpected(_) = verdict else {
+            continue;
+        };
+        let Some(why) = timing_race(test, outcome) else {
+            continue;
+        };
+        println!("horovod-tests: {test} {outcome}; running it again alone ({why})");
+        let again = out.join("again").join(test.as_str());
+        let mut env = env.to_vec();
+        env.push(("RESULTS", again.as_os_str()));
+        env.push(("ONLY", std::ffi::OsStr::new(test.as_str())));
+        run_part(suite, Part::Isolated, &env)?;
+        let rerun = judged_run(&again, Part::Isolated, file)
+            .into_iter()
+            .find_map(|(name, rerun, _)| (name == *test).then_some(rerun));
+        match rerun {
+            Some(Outcome::Same(Kind::Passed, _)) => {
+                lines.push(format!(
+                    "      {test}: {outcome}, then passed when run again alone: {why}"
+                ));
+                *verdict = Verdict::Passed;
+            }
+            Some(rerun) => lines.push(format!("      {test}: {outcome}, and again alone: {rerun}")),
+            None => lines.push(format!(
+                "      {test}: {outcome}, and no result again alone"
+            )),
+        }
+    }
+    Ok((judged, lines))
 }
 
 /// Prints the end of a failed example's log, where its traceback is.
@@ -288,7 +334,7 @@ fn show_log_tail(results: &Path, label: &str) {
     }
 }
 
-fn counts(judged: &[(String, Outcome, Verdict)]) -> String {
+fn counts(judged: &[Judged]) -> String {
     let passed = judged.iter().filter(|j| j.2 == Verdict::Passed).count();
     let excused = judged
         .iter()
@@ -365,6 +411,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
                     .collect(),
                 Some(f) => judged_run(&out, part, f),
             };
+            let (judged, reruns) = match file {
+                Some(f) => rerun_races(&suite, &env, &out, f, judged)?,
+                None => (judged, Vec::new()),
+            };
             if judged.is_empty() {
                 unexpected.push(format!("{label}: no results at all"));
             }
@@ -377,6 +427,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 }
             }
             report.push(format!("  {label:<32} {took:>4}s  {}", counts(&judged)));
+            report.extend(reruns);
             for (test, _, verdict) in &judged {
                 if let Verdict::Excused(why) = verdict {
                     report.push(format!("      {test}: {why}"));
