@@ -8,9 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hvd::DType;
+use hvd::data::source::{Encoding, Sample};
 use hvd::data::{
-    Augment, Batch, ElasticSampler, Epoch, ImageFolder, Loader, LoaderOptions, Source, StepTimes,
-    Synthetic, TarShards, TuneLimits,
+    Augment, Batch, ElasticSampler, Epoch, ImageFolder, InMemory, Loader, LoaderOptions, Source,
+    StepTimes, Synthetic, TarShards, TuneLimits,
 };
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -27,6 +28,10 @@ fn to_py(e: hvd::data::Error) -> PyErr {
 
 /// A batch for Python: the images' and the labels' capsules, and the sample numbers.
 type PyBatch = (Py<PyAny>, Py<PyAny>, Vec<usize>);
+
+/// Images Python holds (`source="arrays"`): their bytes, `(samples, height, width,
+/// channels)`, whether the values are `f32` (else bytes), and one label each.
+type Arrays<'a> = (&'a [u8], (usize, u32, u32, u32), bool, Vec<i64>);
 
 /// One rank's loader: its source, its sampler (every rank's alike) and the epoch it is
 /// in. Ranks take `batch_size` samples each per step, every sample once per epoch.
@@ -45,18 +50,22 @@ pub struct PyLoader {
 #[pymethods]
 impl PyLoader {
     /// `source`: `"folder"` (`paths[0]`, a folder of class folders), `"shards"` (`paths`,
-    /// WebDataset tar shards) or `"synthetic"` (`synthetic` = (samples, width, height,
-    /// classes)).
+    /// WebDataset tar shards), `"synthetic"` (`synthetic` = (samples, width, height,
+    /// classes)) or `"arrays"` (`arrays`, images the model's size, taken as they are and
+    /// normalised with `mean` and `std`, one value a channel).
     #[new]
     #[pyo3(signature = (
-        source, paths, synthetic, *, image_size, batch_size, rank, size, train, shuffle_seed,
-        seed, threads, prefetch, skip_bad, timeout
+        source, paths, synthetic, *, arrays=None, mean=None, std=None, image_size, batch_size,
+        rank, size, train, shuffle_seed, seed, threads, prefetch, skip_bad, timeout
     ))]
     #[allow(clippy::too_many_arguments, reason = "Python's keyword arguments")]
     fn new(
         source: &str,
         paths: Vec<PathBuf>,
         synthetic: Option<(usize, u32, u32, usize)>,
+        arrays: Option<Arrays<'_>>,
+        mean: Option<Vec<f32>>,
+        std: Option<Vec<f32>>,
         image_size: u32,
         batch_size: usize,
         rank: usize,
@@ -69,16 +78,25 @@ impl PyLoader {
         skip_bad: bool,
         timeout: f64,
     ) -> PyResult<Self> {
-        let source: Box<dyn Source> = match (source, paths.as_slice(), synthetic) {
-            ("folder", [root], _) => Box::new(ImageFolder::open(root).map_err(to_py)?),
-            ("shards", [_, ..], _) => Box::new(TarShards::open(&paths).map_err(to_py)?),
-            ("synthetic", _, Some((n, w, h, classes))) => {
+        let mut augment = if train {
+            Augment::train(image_size)
+        } else {
+            Augment::eval(image_size)
+        };
+        let source: Box<dyn Source> = match (source, paths.as_slice(), synthetic, arrays) {
+            ("arrays", _, _, Some((images, shape, float, labels))) => {
+                augment = exact(shape, image_size, mean, std)?;
+                Box::new(in_memory(images, shape, float, &labels)?)
+            }
+            ("folder", [root], _, _) => Box::new(ImageFolder::open(root).map_err(to_py)?),
+            ("shards", [_, ..], _, _) => Box::new(TarShards::open(&paths).map_err(to_py)?),
+            ("synthetic", _, Some((n, w, h, classes)), _) => {
                 Box::new(Synthetic::new(n, w, h, classes))
             }
             _ => {
                 return Err(PyValueError::new_err(format!(
                     "source {source:?} with {} paths: give a folder (one path), shards (one \
-                     path or more) or synthetic (samples, width, height, classes)",
+                     path or more), synthetic (samples, width, height, classes) or arrays",
                     paths.len()
                 )));
             }
@@ -94,11 +112,6 @@ impl PyLoader {
                 "timeout {timeout}: a number of seconds above 0"
             )));
         }
-        let augment = if train {
-            Augment::train(image_size)
-        } else {
-            Augment::eval(image_size)
-        };
         let options = LoaderOptions {
             threads,
             prefetch,
@@ -227,6 +240,87 @@ impl PyLoader {
         self.handed += 1;
         export(py, batch).map(Some)
     }
+}
+
+/// The transform of images already the model's size: square, `image_size` a side,
+/// normalised per channel (one `mean` and `std` for all channels, or one each).
+fn exact(
+    (_, height, width, channels): (usize, u32, u32, u32),
+    image_size: u32,
+    mean: Option<Vec<f32>>,
+    std: Option<Vec<f32>>,
+) -> PyResult<Augment> {
+    if !matches!(channels, 1 | 3) {
+        return Err(PyValueError::new_err(format!(
+            "arrays of {channels} channels: 1 (grey) or 3 (RGB)"
+        )));
+    }
+    if height != width || height != image_size {
+        return Err(PyValueError::new_err(format!(
+            "arrays of {height} x {width} images with image_size {image_size}: the loader \
+             takes them as they are, so they must be square and image_size their side"
+        )));
+    }
+    let mut augment = Augment::exact(image_size, channels);
+    for (given, into, name) in [
+        (mean, &mut augment.mean, "mean"),
+        (std, &mut augment.std, "std"),
+    ] {
+        let Some(given) = given else { continue };
+        match given.as_slice() {
+            [one] => *into = [*one; 3],
+            values if values.len() == channels as usize => {
+                into[..values.len()].copy_from_slice(values)
+            }
+            values => {
+                return Err(PyValueError::new_err(format!(
+                    "{name} {values:?}: one value, or one a channel ({channels})"
+                )));
+            }
+        }
+    }
+    if augment.std.iter().any(|s| !(s.is_finite() && *s > 0.0)) {
+        return Err(PyValueError::new_err(format!(
+            "std {:?}: deviations must be above 0",
+            &augment.std[..channels as usize]
+        )));
+    }
+    Ok(augment)
+}
+
+/// Python's images as the loader's in-memory source, one sample an image.
+fn in_memory(
+    images: &[u8],
+    (samples, height, width, channels): (usize, u32, u32, u32),
+    float: bool,
+    labels: &[i64],
+) -> PyResult<InMemory> {
+    let encoding = match (float, channels) {
+        (true, _) => Encoding::F32 {
+            width,
+            height,
+            channels,
+        },
+        (false, 1) => Encoding::Grey { width, height },
+        // `exact` took only 1 or 3 channels.
+        (false, _) => Encoding::Rgb { width, height },
+    };
+    let value = if float { 4 } else { 1 };
+    let image = height as usize * width as usize * channels as usize * value;
+    if labels.len() != samples || images.len() != samples * image || image == 0 {
+        return Err(PyValueError::new_err(format!(
+            "{} bytes of images and {} labels are not {samples} images of {height} x {width} \
+             x {channels} {} with one label each",
+            images.len(),
+            labels.len(),
+            if float { "float32" } else { "uint8" }
+        )));
+    }
+    let mut source = InMemory::default();
+    for (pixels, &label) in images.chunks_exact(image).zip(labels) {
+        source.push(pixels.to_vec(), Sample { label, encoding });
+    }
+    Ok(source)
 }
 
 /// The batch's images and labels as capsules that share it.

@@ -3,6 +3,7 @@ the ranks, tensors of the loader's own reused buffers (no copy), a small model t
 on it with DistributedOptimizer, and bad settings refused by name."""
 import os
 
+import numpy as np
 import torch
 
 import hvd.torch as hvd
@@ -69,6 +70,52 @@ assert t["prefetch"] >= 1 and t["capacity"] > 0 and t["demand"] > 0, t
 # buffer each (threads + prefetch), and one more for the epoch's last batch, which the
 # loop's variables still hold when the next epoch starts.
 assert len(pointers) <= THREADS + PREFETCH + 1, pointers
+
+# A dataset held in memory (MNIST's shape, small): grey bytes taken as they are, scaled
+# to v / 255 and normalised, every sample once across the ranks, labels with their images.
+N = 30
+grey = np.arange(N * 8 * 8, dtype=np.int64).reshape(N, 8, 8).astype(np.uint8)
+classes = np.arange(N) % 5
+held = hvd.data.DataLoader(arrays=(grey, classes), batch_size=4, mean=0.5, std=0.25,
+                           shuffle_seed=3, threads=1)
+assert len(held) == -(-N // (4 * size)), len(held)
+seen = []
+for images, labels in held:
+    assert images.shape[1:] == (1, 8, 8) and images.dtype == torch.float32, images.shape
+    for k, i in enumerate(held.indices):
+        expected = (torch.from_numpy(grey[i]).float() / 255 - 0.5) / 0.25
+        assert torch.allclose(images[k, 0], expected), (i, images[k, 0], expected)
+        assert int(labels[k]) == classes[i], (i, labels[k])
+    seen += held.indices
+assert sorted(sum(hvd.allgather_object(seen), [])) == list(range(N))
+# float32 RGB as a torch tensor, channels last: channels first out, one mean and
+# deviation a channel.
+rgb = torch.rand(N, 6, 6, 3, generator=torch.Generator().manual_seed(1))
+mean, std = torch.tensor([0.1, 0.2, 0.3]), torch.tensor([1.0, 2.0, 4.0])
+held = hvd.data.DataLoader(arrays=(rgb, torch.arange(N)), batch_size=3, mean=mean.tolist(),
+                           std=std.tolist(), threads=2)
+for images, labels in held:
+    assert images.shape[1:] == (3, 6, 6), images.shape
+    for k, i in enumerate(held.indices):
+        expected = (rgb[i].permute(2, 0, 1) - mean[:, None, None]) / std[:, None, None]
+        assert torch.allclose(images[k], expected), i
+        assert int(labels[k]) == i
+for bad, message in [
+        (dict(arrays=(grey[:, :, :6], classes)), "8 x 6 images with image_size 8"),
+        (dict(arrays=(grey, classes[:-1])), "and 29 labels are not 30 images of 8 x 8 x 1"),
+        (dict(arrays=(grey.astype(np.int16), classes)), "format 'h': give uint8 or float32"),
+        (dict(arrays=(grey, classes), image_size=28), "image_size 28"),
+        (dict(arrays=(np.zeros((N, 8, 8, 4), np.uint8), classes)), "arrays of 4 channels"),
+        (dict(arrays=(rgb, classes), mean=[0.1, 0.2]), "one value, or one a channel (3)"),
+        (dict(arrays=(grey, classes), std=0.0), "std [0.0]: deviations must be above 0"),
+        (dict(arrays=grey), "arrays is (images, labels)"),
+        (dict(synthetic=(8, 8, 8, 2), mean=0.5), "mean and std are for arrays")]:
+    try:
+        hvd.data.DataLoader(**bad)
+    except ValueError as e:
+        assert message in str(e), (message, str(e))
+    else:
+        raise AssertionError(f"{message}: accepted")
 
 for bad, message in [(dict(batch_size=0), "batch_size 0"),
                      (dict(threads=0), "LoaderOptions::threads"),

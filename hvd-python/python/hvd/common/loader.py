@@ -21,6 +21,14 @@ class NativeLoader:
     last step, which shares what is left between the ranks (no sample padded, repeated
     or dropped).
 
+    ``arrays=(images, labels)`` takes a dataset held in memory instead, already the
+    model's size (MNIST, CIFAR): ``images`` uint8 or float32 ``[samples, side, side]``
+    or ``[samples, side, side, channels]`` (1 or 3 channels), ``labels`` one integer a
+    sample, as NumPy arrays, torch tensors or anything with the buffer protocol. Each
+    image is taken as it is: neither cropped nor flipped, bytes scaled to ``v / 255``
+    (torchvision's ``ToTensor``), then normalised with ``mean`` and ``std`` (one value,
+    or one a channel; none by default), giving ``[n, channels, side, side]``.
+
     The tensors are views of the loader's buffers, reused once both tensors of a batch
     are gone: keep a batch past its step only by copying it, or the loader runs short
     of buffers and times out saying so.
@@ -42,18 +50,32 @@ class NativeLoader:
 
     ``indices`` holds the sample numbers of the batch last handed over."""
 
-    def __init__(self, root=None, *, shards=None, synthetic=None, image_size=224,
-                 batch_size=32, train=True, shuffle_seed=0, seed=0, threads=None,
-                 prefetch=2, skip_bad=False, timeout=60.0, autotune=None):
-        given = [x is not None for x in (root, shards, synthetic)]
+    def __init__(self, root=None, *, shards=None, synthetic=None, arrays=None,
+                 image_size=None, batch_size=32, train=True, mean=None, std=None,
+                 shuffle_seed=0, seed=0, threads=None, prefetch=2, skip_bad=False,
+                 timeout=60.0, autotune=None):
+        given = [x is not None for x in (root, shards, synthetic, arrays)]
         if sum(given) != 1:
-            raise ValueError("DataLoader: give exactly one of root, shards and synthetic")
-        if root is not None:
+            raise ValueError(
+                "DataLoader: give exactly one of root, shards, synthetic and arrays")
+        if arrays is None and (mean is not None or std is not None):
+            raise ValueError("DataLoader: mean and std are for arrays; images of files "
+                             "are normalised with ImageNet's")
+        held = None
+        if arrays is not None:
+            source, paths = "arrays", []
+            held = _arrays(arrays)
+            if image_size is None:
+                image_size = held[1][1]
+            mean, std = _per_channel(mean, "mean"), _per_channel(std, "std")
+        elif root is not None:
             source, paths = "folder", [os.fspath(root)]
         elif shards is not None:
             source, paths = "shards", [os.fspath(p) for p in shards]
         else:
             source, paths = "synthetic", []
+        if image_size is None:
+            image_size = 224
         self._autotune = threads is None if autotune is None else bool(autotune)
         if threads is None:
             threads = max(1, (os.cpu_count() or 1) // basics.local_size())
@@ -63,7 +85,7 @@ class NativeLoader:
         self.indices = []
         self._native = _hvd.Loader(
             source, paths, tuple(synthetic) if synthetic is not None else None,
-            image_size=image_size, batch_size=batch_size, rank=basics.rank(),
+            arrays=held, mean=mean, std=std, image_size=image_size, batch_size=batch_size, rank=basics.rank(),
             size=basics.size(), train=train, shuffle_seed=shuffle_seed, seed=seed,
             threads=threads, prefetch=prefetch, skip_bad=skip_bad, timeout=float(timeout))
 
@@ -103,3 +125,61 @@ class NativeLoader:
             yield images, labels
         if self._autotune:
             self.tuning = self._native.autotune(list(steps), basics.local_size())
+
+
+def _buffer(values, what):
+    """``values`` as a C-contiguous memoryview: NumPy arrays and other buffers as they
+    are, torch tensors through ``.numpy()`` (on the host)."""
+    try:
+        view = memoryview(values)
+    except TypeError:
+        to_numpy = getattr(values, "numpy", None)
+        if to_numpy is None:
+            raise TypeError(f"DataLoader: arrays' {what} are a {type(values).__name__}: "
+                            "give a NumPy array, a torch tensor or a buffer") from None
+        if getattr(values, "device", None) is not None and str(values.device) != "cpu":
+            values = values.cpu()
+        view = memoryview(to_numpy())
+    if not view.c_contiguous:
+        view = memoryview(view.tobytes()).cast(view.format, view.shape)
+    return view
+
+
+def _arrays(arrays):
+    """``(images, labels)`` as the native loader takes them: the images' bytes,
+    ``(samples, height, width, channels)``, whether they are float32, the labels."""
+    try:
+        images, labels = arrays
+    except (TypeError, ValueError):
+        raise ValueError("DataLoader: arrays is (images, labels)") from None
+    images = _buffer(images, "images")
+    kinds = {"B": False, "f": True}
+    if images.format not in kinds:
+        raise ValueError(f"DataLoader: arrays' images have format {images.format!r}: "
+                         "give uint8 or float32")
+    if images.ndim == 3:
+        shape = (*images.shape, 1)
+    elif images.ndim == 4:
+        shape = images.shape
+    else:
+        raise ValueError(f"DataLoader: arrays' images have shape {tuple(images.shape)}: "
+                         "give [samples, side, side] or [samples, side, side, channels]")
+    labels = _buffer(labels, "labels")
+    if labels.ndim != 1 or labels.format not in "bBhHiIlLqQ":
+        raise ValueError(f"DataLoader: arrays' labels have shape {tuple(labels.shape)} and "
+                         f"format {labels.format!r}: give one integer a sample")
+    return (images.cast("B").tobytes(), tuple(shape), kinds[images.format],
+            [int(v) for v in labels.tolist()])
+
+
+def _per_channel(values, name):
+    """A mean or deviation as a list of floats (one, or one a channel), or None."""
+    if values is None:
+        return None
+    if isinstance(values, (int, float)):
+        return [float(values)]
+    try:
+        return [float(v) for v in values]
+    except (TypeError, ValueError):
+        raise ValueError(f"DataLoader: {name} {values!r}: a number or one a channel") \
+            from None
