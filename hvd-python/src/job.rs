@@ -1,6 +1,8 @@
 //! The job's functions for Python: `init` and `shutdown`, topology, process sets, the
 //! Timeline. The job itself is in `running.rs`.
 
+use std::sync::{Condvar, Mutex, PoisonError};
+
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
@@ -20,6 +22,7 @@ use crate::{device, elastic, running};
 #[pyfunction]
 #[pyo3(signature = (process_sets = Vec::new()))]
 pub fn init(py: Python<'_>, process_sets: Vec<Vec<usize>>) -> PyResult<bool> {
+    let _starting = Starting::wait_turn(py);
     let ended = {
         let mut job = running::slot();
         match job.as_ref() {
@@ -45,19 +48,38 @@ pub fn init(py: Python<'_>, process_sets: Vec<Vec<usize>>) -> PyResult<bool> {
     let hvd = py
         .detach(|| builder(process_sets)?.build())
         .map_err(to_py)?;
-    // Another thread's init that finished first keeps its job; this one is left.
-    let mut job = running::slot();
-    if job.as_ref().is_some_and(|hvd| hvd.stopped().is_none()) {
-        drop(job);
-        py.detach(|| hvd.shutdown());
-        return Ok(false);
-    }
-    let replaced = job.replace(hvd);
-    drop(job);
-    if let Some(replaced) = replaced {
-        py.detach(|| replaced.shutdown());
-    }
+    running::install(py, hvd);
     Ok(true)
+}
+
+/// Whether a thread of this process is starting a job, and the signal that it is done.
+static STARTING: Mutex<bool> = Mutex::new(false);
+static STARTED: Condvar = Condvar::new();
+
+/// This thread's turn to start the job. Threads that call `init` at once take turns, so
+/// the first starts the job and the others find it running: two starts would join the
+/// job twice as the same rank. A turn lasts at most the start timeout, after which the
+/// start fails; the wait for it releases the GIL, which the starting thread needs.
+struct Starting;
+
+impl Starting {
+    fn wait_turn(py: Python<'_>) -> Starting {
+        py.detach(|| {
+            let mut busy = STARTING.lock().unwrap_or_else(PoisonError::into_inner);
+            while *busy {
+                busy = STARTED.wait(busy).unwrap_or_else(PoisonError::into_inner);
+            }
+            *busy = true;
+        });
+        Starting
+    }
+}
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        *STARTING.lock().unwrap_or_else(PoisonError::into_inner) = false;
+        STARTED.notify_all();
+    }
 }
 
 /// The job's builder: with NCCL beside the host transport when no backend is named and

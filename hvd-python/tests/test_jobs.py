@@ -63,6 +63,12 @@ def test_a_rank_whose_data_is_slow_is_named_in_every_epochs_report(run_job, tmp_
     assert "data-bound" in out and "rank 2 waited for data" in out, out
 
 
+def test_threads_that_call_init_at_once_share_one_job(run_job):
+    code, out = run_job("init_threads")
+    assert code == 0, out
+    assert "rank 0: init from 4 threads ok" in out and "rank 1: init from 4 threads ok" in out, out
+
+
 def test_the_native_data_loader_gives_every_sample_once_as_tensors_of_its_own_buffers(run_job):
     code, out = run_job("data_loader")
     assert code == 0, out
