@@ -18,17 +18,3 @@ impl Backend {
         self.provider()?.report()
     }
 }
-
-/// What this host offers the RDMA transport, in lines: libfabric's providers and the
-/// RDMA devices with their ports, or why there are none. `None` in a build without the
-/// `rdma` feature. The same as `Backend::Rdma.report()`.
-pub fn rdma_report() -> Option<Vec<String>> {
-    Backend::Rdma.report()
-}
-
-/// What this host offers NCCL jobs: the NCCL and CUDA driver versions and the GPUs, or
-/// why it cannot run one. `None` in a build without the `nccl` feature. The same as
-/// `Backend::Nccl.report()`, as one line.
-pub fn nccl_report() -> Option<String> {
-    Backend::Nccl.report().map(|lines| lines.join("\n"))
-}

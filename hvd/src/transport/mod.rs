@@ -36,4 +36,3 @@ mod providers;
 pub use choose::Backend;
 pub use connect::{connect, connect_device, staging, world};
 pub(crate) use connect::{connect_start, router};
-pub use diagnose::{nccl_report, rdma_report};
