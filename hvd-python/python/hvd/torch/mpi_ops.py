@@ -92,9 +92,12 @@ def _describe(tensor, what):
             list(tensor.shape), tensor)
 
 
-def _copy(tensor):
-    """A contiguous copy of ``tensor`` for an out-of-place broadcast."""
-    return tensor.detach().clone(memory_format=torch.contiguous_format)
+def _broadcast_output(tensor, root_rank):
+    """The contiguous tensor an out-of-place broadcast fills: a copy of ``tensor`` on
+    the root, new memory on the other ranks, where the broadcast writes every byte."""
+    if _rank() == root_rank:
+        return tensor.detach().clone(memory_format=torch.contiguous_format)
+    return torch.empty_like(tensor, memory_format=torch.contiguous_format)
 
 
 class Handle:
@@ -446,7 +449,8 @@ def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
     _check(tensor, "broadcast")
-    return _broadcast_start(_copy(tensor), root_rank, name, process_set)
+    return _broadcast_start(_broadcast_output(tensor, root_rank), root_rank, name,
+                            process_set)
 
 
 class HorovodBroadcast(torch.autograd.Function):
@@ -456,7 +460,8 @@ class HorovodBroadcast(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, root_rank, name, process_set):
         ctx.root_rank, ctx.process_set = root_rank, process_set
-        return synchronize(_broadcast_start(_copy(tensor), root_rank, name, process_set))
+        return synchronize(_broadcast_start(_broadcast_output(tensor, root_rank), root_rank,
+                                            name, process_set))
 
     @staticmethod
     def backward(ctx, grad_output):
