@@ -92,7 +92,7 @@ assert sorted(sum(hvd.allgather_object(seen), [])) == list(range(N))
 # deviation a channel.
 rgb = torch.rand(N, 6, 6, 3, generator=torch.Generator().manual_seed(1))
 mean, std = torch.tensor([0.1, 0.2, 0.3]), torch.tensor([1.0, 2.0, 4.0])
-held = hvd.data.DataLoader(arrays=(rgb, torch.arange(N)), batch_size=3, mean=mean.tolist(),
+held = hvd.data.DataLoader(arrays=(rgb, list(range(N))), batch_size=3, mean=mean.tolist(),
                            std=std.tolist(), threads=2)
 for images, labels in held:
     assert images.shape[1:] == (3, 6, 6), images.shape
@@ -109,6 +109,7 @@ for bad, message in [
         (dict(arrays=(rgb, classes), mean=[0.1, 0.2]), "one value, or one a channel (3)"),
         (dict(arrays=(grey, classes), std=0.0), "std [0.0]: deviations must be above 0"),
         (dict(arrays=grey), "arrays is (images, labels)"),
+        (dict(arrays=(grey, [0.5] * N)), "arrays' label 0.5: give one integer a sample"),
         (dict(synthetic=(8, 8, 8, 2), mean=0.5), "mean and std are for arrays")]:
     try:
         hvd.data.DataLoader(**bad)

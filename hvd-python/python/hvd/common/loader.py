@@ -5,6 +5,7 @@ capsules of its own reused buffers, which ``hvd.torch.data.DataLoader`` and
 """
 
 import array
+import operator
 import os
 import time
 
@@ -164,12 +165,25 @@ def _arrays(arrays):
     else:
         raise ValueError(f"DataLoader: arrays' images have shape {tuple(images.shape)}: "
                          "give [samples, side, side] or [samples, side, side, channels]")
-    labels = _buffer(labels, "labels")
-    if labels.ndim != 1 or labels.format not in "bBhHiIlLqQ":
-        raise ValueError(f"DataLoader: arrays' labels have shape {tuple(labels.shape)} and "
-                         f"format {labels.format!r}: give one integer a sample")
-    return (images.cast("B").tobytes(), tuple(shape), kinds[images.format],
-            [int(v) for v in labels.tolist()])
+    if isinstance(labels, (list, tuple)):
+        # torchvision's CIFAR keeps its labels in a list.
+        labels = [_label(v) for v in labels]
+    else:
+        labels = _buffer(labels, "labels")
+        if labels.ndim != 1 or labels.format not in "bBhHiIlLqQ":
+            raise ValueError(f"DataLoader: arrays' labels have shape {tuple(labels.shape)} "
+                             f"and format {labels.format!r}: give one integer a sample")
+        labels = labels.tolist()
+    return images.cast("B").tobytes(), tuple(shape), kinds[images.format], labels
+
+
+def _label(value):
+    """One label of a list, as an int (Python's or NumPy's integers)."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise ValueError(f"DataLoader: arrays' label {value!r}: give one integer a "
+                         "sample") from None
 
 
 def _per_channel(values, name):
