@@ -6,8 +6,8 @@
 //! once per epoch, whatever happens to the number of ranks:
 //!
 //! - [`source`]: where images come from: a folder per class ([`ImageFolder`]),
-//!   WebDataset-style tar shards ([`TarShards`]), memory ([`InMemory`]: JPEGs, or
-//!   decoded RGB, grey or `f32` pixels) or nothing at all ([`Synthetic`]);
+//!   WebDataset-style tar shards ([`TarShards`]), memory ([`InMemory`]: JPEGs or PNGs,
+//!   or decoded RGB, grey or `f32` pixels) or nothing at all ([`Synthetic`]);
 //! - [`Augment`]: random resized crop, flip and normalisation, drawn from (seed, epoch,
 //!   sample) alone, so a sample looks the same whichever thread prepares it; or
 //!   ([`Augment::exact`]) samples already the model's size, grey or RGB, only normalised;

@@ -117,7 +117,7 @@ fn a_folder_without_images_is_refused_naming_it() {
     fs::create_dir(dir.path().join("cats")).unwrap();
     let err = ImageFolder::open(dir.path()).unwrap_err().to_string();
     let expected = format!(
-        "{}: no images (.jpg, .jpeg) in any sub-folder: expected root/<class>/<image>.jpg",
+        "{}: no images (.jpg, .jpeg, .png) in any sub-folder: expected root/<class>/<image>.jpg",
         dir.path().display()
     );
     assert_eq!(err, expected);

@@ -18,7 +18,7 @@ pub struct ImageFolder {
 }
 
 impl ImageFolder {
-    /// Lists `root`'s images (`.jpg`, `.jpeg`; other files are ignored).
+    /// Lists `root`'s images (`.jpg`, `.jpeg`, `.png`; other files are ignored).
     pub fn open(root: impl AsRef<Path>) -> Result<Self> {
         let root = root.as_ref().to_path_buf();
         let mut classes = Vec::new();
@@ -50,7 +50,7 @@ impl ImageFolder {
         if files.is_empty() {
             return Err(Error::source(
                 &root,
-                "no images (.jpg, .jpeg) in any sub-folder: expected root/<class>/<image>.jpg",
+                "no images (.jpg, .jpeg, .png) in any sub-folder: expected root/<class>/<image>.jpg",
             ));
         }
         Ok(ImageFolder {

@@ -19,6 +19,10 @@ use crate::Result;
 pub enum Encoding {
     /// A JPEG file (baseline or progressive; grey, RGB or CMYK).
     Jpeg,
+    /// A PNG file (grey or RGB, with or without alpha, 8 or 16 bits; palettes as the
+    /// decoder expands them): taken as 8-bit RGB, its alpha dropped (as Pillow's
+    /// `convert("RGB")` does).
+    Png,
     /// Decoded pixels, 3 bytes (R, G, B) each, row after row.
     Rgb { width: u32, height: u32 },
     /// Decoded grey pixels, one byte each, row after row (MNIST's IDX files).
@@ -77,6 +81,7 @@ impl<S: Source + ?Sized> Source for Box<S> {
 pub(crate) fn image_encoding(extension: &str) -> Option<Encoding> {
     match extension.to_ascii_lowercase().as_str() {
         "jpg" | "jpeg" => Some(Encoding::Jpeg),
+        "png" => Some(Encoding::Png),
         _ => None,
     }
 }

@@ -1,5 +1,5 @@
 //! WebDataset-style tar shards: a sample is the members that share a key (the path up to
-//! the first dot of the file name), here an image (`.jpg`, `.jpeg`) and its class
+//! the first dot of the file name), here an image (`.jpg`, `.jpeg`, `.png`) and its class
 //! (`.cls`, a decimal number).
 
 use std::collections::HashMap;
@@ -127,7 +127,7 @@ fn index_shard(shard: usize, path: &Path) -> Result<Vec<Member>> {
                 (None, None) => None,
                 (None, Some(_)) => Some(Err(Error::source(
                     path,
-                    format!("sample {key:?} has a .cls but no image (.jpg, .jpeg)"),
+                    format!("sample {key:?} has a .cls but no image (.jpg, .jpeg, .png)"),
                 ))),
                 (Some(_), None) => Some(Err(Error::source(
                     path,

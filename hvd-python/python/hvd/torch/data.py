@@ -1,7 +1,7 @@
 """The input side of training with hvd under PyTorch.
 
 - ``DataLoader``: hvd's own input pipeline (the ``hvd::data`` crate): images decoded
-  (JPEG) and augmented (random resized crop, flip, normalise) on a pool of native
+  (JPEG, PNG) and augmented (random resized crop, flip, normalise) on a pool of native
   threads, each rank its share of every step, every sample once per epoch, batches
   handed over as torch tensors of the loader's own reused memory (DLPack, no copy).
 - ``instrument(loader)``: times a user's own ``DataLoader`` step by step and says, at
