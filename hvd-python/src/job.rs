@@ -58,8 +58,9 @@ static STARTED: Condvar = Condvar::new();
 
 /// This thread's turn to start the job. Threads that call `init` at once take turns, so
 /// the first starts the job and the others find it running: two starts would join the
-/// job twice as the same rank. A turn lasts at most the start timeout, after which the
-/// start fails; the wait for it releases the GIL, which the starting thread needs.
+/// job twice as the same rank. A turn lasts at most the start timeout (an elastic
+/// worker's: the wait for its first round), after which the start fails; the wait for a
+/// turn releases the GIL, which the starting thread needs.
 struct Starting;
 
 impl Starting {

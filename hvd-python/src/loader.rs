@@ -305,9 +305,13 @@ fn in_memory(
         // `exact` took only 1 or 3 channels.
         (false, _) => Encoding::Rgb { width, height },
     };
-    let value = if float { 4 } else { 1 };
-    let image = height as usize * width as usize * channels as usize * value;
-    if labels.len() != samples || images.len() != samples * image || image == 0 {
+    let value: usize = if float { 4 } else { 1 };
+    let image = (height as usize)
+        .checked_mul(width as usize)
+        .and_then(|n| n.checked_mul(channels as usize * value))
+        .filter(|&n| n > 0);
+    let fits = image.and_then(|n| n.checked_mul(samples)) == Some(images.len());
+    let (Some(image), true, true) = (image, fits, labels.len() == samples) else {
         return Err(PyValueError::new_err(format!(
             "{} bytes of images and {} labels are not {samples} images of {height} x {width} \
              x {channels} {} with one label each",
@@ -315,7 +319,7 @@ fn in_memory(
             labels.len(),
             if float { "float32" } else { "uint8" }
         )));
-    }
+    };
     let mut source = InMemory::default();
     for (pixels, &label) in images.chunks_exact(image).zip(labels) {
         source.push(pixels.to_vec(), Sample { label, encoding });
