@@ -124,7 +124,10 @@ fn watchdog() {
             .find_map(|w| w.overdue(now));
         if let Some(error) = overdue {
             tracing::error!("{error}");
-            eprintln!("hvd-mpi: {error}");
+            // One write: stderr is unbuffered, so `eprintln!` would write the message in
+            // pieces, and the launcher's abort banner lands between them.
+            let line = format!("hvd-mpi: {error}\n");
+            let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
             // SAFETY: ends every process of the job; MPI allows it from any thread at the
             // thread levels hvd accepts, and nothing of this process runs afterwards.
             unsafe { ffi::MPI_Abort(ffi::RSMPI_COMM_WORLD, 1) };
