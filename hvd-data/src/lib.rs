@@ -14,8 +14,10 @@
 //! - [`Loader`]: decode threads, a bounded queue of reused batch buffers, batches in step
 //!   order as one NCHW `f32` block and their labels;
 //! - [`Loader::autotune`]: threads and prefetch chosen from the measured decode rate
-//!   and step time, each rank taking its share of the host's cores, within a memory
-//!   budget ([`plan`]), with a warning when the host cannot keep up whatever it does;
+//!   and step time, each rank taking its share of the host's cores (in proportion to
+//!   what each needs when the ranks exchange their needs, [`share_cores`]), within a
+//!   memory budget ([`plan`]), with a warning when the host cannot keep up whatever it
+//!   does;
 //! - [`stall`]: each step of each rank split into data wait, compute, own communication
 //!   and waiting for other ranks, and the job's wait charged to the rank whose data was
 //!   late ([`StepClock`], [`attribute`]).
@@ -52,6 +54,9 @@ pub mod stall;
 pub use augment::{Augment, Crop, IMAGENET_MEAN, IMAGENET_STD};
 pub use error::{Error, Result};
 pub use hvd_core::sampler::ElasticSampler;
-pub use loader::{Batch, DecodeRate, Epoch, Load, Loader, LoaderOptions, TuneLimits, Tuning, plan};
+pub use loader::{
+    Batch, DecodeRate, Epoch, Load, Loader, LoaderOptions, TuneLimits, Tuning, host_cores, plan,
+    share_cores,
+};
 pub use source::{ImageFolder, InMemory, Source, Synthetic, TarShards};
 pub use stall::{StallReport, StepClock, StepTimes, attribute};

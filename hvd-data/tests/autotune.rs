@@ -38,11 +38,7 @@ fn an_epoch_measured_sets_the_next_epochs_threads_within_the_ranks_share() {
     let mut loader =
         Loader::new(Synthetic::new(24, 64, 48, 3), Augment::train(32), options).unwrap();
     // Six cores, two ranks on the host: three threads at most for this one.
-    let limits = TuneLimits {
-        cores: 6,
-        local_ranks: 2,
-        memory_budget: 1 << 30,
-    };
+    let limits = TuneLimits::even(6, 2);
     assert_eq!(
         loader.autotune(&steps(0.1), limits),
         None,

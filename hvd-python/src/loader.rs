@@ -11,13 +11,13 @@ use hvd::DType;
 use hvd::data::source::{Encoding, Sample};
 use hvd::data::{
     Augment, Batch, ElasticSampler, Epoch, ImageFolder, InMemory, Loader, LoaderOptions, Source,
-    StepTimes, Synthetic, TarShards, TuneLimits,
+    StepTimes, Synthetic, TarShards, host_cores,
 };
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::dlpack;
+use crate::{dlpack, errors, running};
 
 fn to_py(e: hvd::data::Error) -> PyErr {
     match e {
@@ -177,16 +177,16 @@ impl PyLoader {
     }
 
     /// Chooses the next epochs' threads and prefetch from the decode rate measured since
-    /// the last call and `steps` (`data, comm, wall` seconds, three numbers a step), this
-    /// host's cores shared by `local_ranks`: a dict (`threads`, `prefetch`,
-    /// `threads_needed`, `capacity`, `demand` in images a second, `keeps_up`), or None
-    /// until an image and a step were measured. Logs a warning when the host cannot keep
-    /// up.
+    /// the last call and `steps` (`data, comm, wall` seconds, three numbers a step),
+    /// within this rank's part of the host's cores, split between its ranks by what each
+    /// needs (collective: every rank calls it after the same epoch): a dict (`threads`,
+    /// `share`, `prefetch`, `threads_needed`, `capacity`, `demand` in images a second,
+    /// `keeps_up`), or None until an image and a step were measured. Logs a warning when
+    /// the host cannot keep up.
     fn autotune<'py>(
         &mut self,
         py: Python<'py>,
         steps: Vec<f64>,
-        local_ranks: usize,
     ) -> PyResult<Option<Bound<'py, PyDict>>> {
         let steps: Vec<StepTimes> = steps
             .chunks_exact(3)
@@ -196,11 +196,15 @@ impl PyLoader {
                 wall: t[2],
             })
             .collect();
-        let Some(tuning) = self.loader.autotune(&steps, TuneLimits::host(local_ranks)) else {
+        let hvd = running::current()?;
+        let loader = &mut self.loader;
+        let tuned = py.detach(|| hvd::data_tune::autotune(&hvd, loader, &steps, host_cores()));
+        let Some(tuning) = tuned.map_err(errors::to_py)? else {
             return Ok(None);
         };
         let out = PyDict::new(py);
         out.set_item("threads", tuning.threads)?;
+        out.set_item("share", tuning.share)?;
         out.set_item("prefetch", tuning.prefetch)?;
         out.set_item("threads_needed", tuning.threads_needed)?;
         out.set_item("capacity", tuning.capacity)?;

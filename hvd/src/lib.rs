@@ -45,6 +45,8 @@
 //!   decoded and augmented on a pool of threads into batches cut from the elastic
 //!   sampler, every example once per epoch whatever the job's size; and `data_stall`:
 //!   how much of each epoch the job lost waiting for some rank's data, and which rank;
+//!   and `data_tune`: every rank's loader tuned at once, a host's cores split between
+//!   its ranks by what each needs;
 //! - `candle` (feature `candle`): Horovod's DistributedOptimizer and parameter broadcast
 //!   for [candle](https://github.com/huggingface/candle) models (their CUDA tensors with
 //!   feature `candle-cuda`);
@@ -63,6 +65,8 @@ mod builder;
 pub mod candle;
 #[cfg(feature = "data")]
 pub mod data_stall;
+#[cfg(feature = "data")]
+pub mod data_tune;
 #[cfg(feature = "nccl")]
 pub mod device;
 pub mod elastic;

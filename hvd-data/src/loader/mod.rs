@@ -20,7 +20,7 @@ use buffer::BatchBuffer;
 use meter::DecodeMeter;
 pub use meter::DecodeRate;
 use queue::Queue;
-pub use tune::{Load, TuneLimits, Tuning, plan};
+pub use tune::{Load, TuneLimits, Tuning, host_cores, plan, share_cores};
 use worker::Job;
 
 use crate::augment::Augment;
@@ -132,23 +132,38 @@ impl Loader {
 
     /// Sets the next epochs' threads and prefetch from the decode rate measured since
     /// the last call and from `steps` (a [`StepClock`](crate::StepClock)'s, over the same
-    /// epoch): the step's time when its batch is ready is its wall time less its wait
-    /// for data. Logs the choice, and a warning when the rank's share of the host's
-    /// cores cannot keep up whatever it does. `None` (nothing changed) until both an
-    /// image and a step were measured.
+    /// epoch), within `limits`: [`measure`](Self::measure), then [`tune`](Self::tune).
+    /// `None` (nothing changed) until both an image and a step were measured. With
+    /// several ranks on a host, `hvd::data_tune::autotune` shares the host's cores by
+    /// what each rank measured instead.
     pub fn autotune(&mut self, steps: &[StepTimes], limits: TuneLimits) -> Option<Tuning> {
+        let load = self.measure(steps)?;
+        Some(self.tune(load, limits))
+    }
+
+    /// The load measured since the last call: the decode threads' time per image (taken,
+    /// so the next call measures afresh) and the step's time when its batch is ready,
+    /// which is its wall time less its wait for data. `None` until both an image and a
+    /// step were measured.
+    pub fn measure(&mut self, steps: &[StepTimes]) -> Option<Load> {
         let rate = self.take_decode_rate();
         let (per_image, batch_images) = (rate.seconds_per_image()?, rate.batch_images()?);
         if steps.is_empty() {
             return None;
         }
         let fed: f64 = steps.iter().map(|s| (s.wall - s.data).max(0.0)).sum();
-        let load = Load {
+        Some(Load {
             seconds_per_image: per_image,
             batch_images,
             step_seconds: fed / steps.len() as f64,
             batch_bytes: batch_images.ceil() as usize * self.augment.sample_len() * 4,
-        };
+        })
+    }
+
+    /// Sets the next epochs' threads and prefetch for `load` within `limits` ([`plan`]).
+    /// Logs the choice, and a warning when the rank's share of the host's cores cannot
+    /// keep up whatever it does.
+    pub fn tune(&mut self, load: Load, limits: TuneLimits) -> Tuning {
         let tuning = plan(load, limits);
         self.options.threads = tuning.threads;
         self.options.prefetch = tuning.prefetch;
@@ -179,7 +194,7 @@ impl Loader {
                 tuning.expected_data_bound() * 100.0
             );
         }
-        Some(tuning)
+        tuning
     }
 
     /// Rank `rank` of `size`'s batches from `sampler`'s place to the end of its epoch:

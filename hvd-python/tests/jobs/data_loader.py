@@ -64,8 +64,11 @@ assert loader.tuning is None
 tuned = hvd.data.DataLoader(synthetic=(16, 24, 20, 3), image_size=SIDE, batch_size=BATCH)
 assert sum(1 for _ in tuned) == len(tuned)
 t = tuned.tuning
-assert t is not None and 1 <= t["threads"] <= max(1, os.cpu_count() // hvd.local_size()), t
+assert t is not None and 1 <= t["threads"] <= t["share"], t
 assert t["prefetch"] >= 1 and t["capacity"] > 0 and t["demand"] > 0, t
+# The ranks split the host's cores between them (every rank of this job is on one host).
+shares = hvd.allgather_object(t["share"])
+assert sum(shares) <= max(len(os.sched_getaffinity(0)), hvd.local_size()), shares
 # Every batch was a view of one of the loader's few buffers, not a copy of its own: one
 # buffer each (threads + prefetch), and one more for the epoch's last batch, which the
 # loop's variables still hold when the next epoch starts.

@@ -31,7 +31,30 @@ pub fn job_with_sets<T: Send>(
     sets: Vec<Vec<usize>>,
     body: impl Fn(Hvd) -> T + Sync,
 ) -> Vec<T> {
-    let group = LocalGroup::new(n).timeout(Duration::from_secs(30)).build();
+    run(LocalGroup::new(n), config, sets, body)
+}
+
+/// Like [`job`], with rank `r` on host `hosts[r]`.
+pub fn job_on_hosts<T: Send>(
+    hosts: Vec<u32>,
+    config: Config,
+    body: impl Fn(Hvd) -> T + Sync,
+) -> Vec<T> {
+    run(
+        LocalGroup::new(hosts.len()).hosts(hosts),
+        config,
+        vec![],
+        body,
+    )
+}
+
+fn run<T: Send>(
+    group: LocalGroup,
+    config: Config,
+    sets: Vec<Vec<usize>>,
+    body: impl Fn(Hvd) -> T + Sync,
+) -> Vec<T> {
+    let group = group.timeout(Duration::from_secs(30)).build();
     std::thread::scope(|s| {
         let handles: Vec<_> = group
             .into_iter()

@@ -44,10 +44,13 @@ class NativeLoader:
 
     ``autotune`` (on unless ``threads`` is given) sets the threads and prefetch after
     each epoch run to its end, from the decode rate the loader measured and the step
-    time the loop took when its batch was ready (``tuning`` holds the last choice:
-    ``threads``, ``prefetch``, ``threads_needed``, ``capacity`` and ``demand`` in
-    images a second, ``keeps_up``); a warning says when this host's share of cores
-    cannot keep up whatever the loader does.
+    time the loop took when its batch was ready. The ranks exchange what each needs
+    (one small allgather, so every rank's loader must end the same epochs) and split
+    each host's cores between its ranks in proportion to their needs. ``tuning`` holds
+    the last choice: ``threads``, ``share`` (the cores this rank was given),
+    ``prefetch``, ``threads_needed``, ``capacity`` and ``demand`` in images a second,
+    ``keeps_up``; a warning says when this rank's share cannot keep up whatever the
+    loader does.
 
     ``indices`` holds the sample numbers of the batch last handed over."""
 
@@ -125,7 +128,7 @@ class NativeLoader:
             images, labels, self.indices = got
             yield images, labels
         if self._autotune:
-            self.tuning = self._native.autotune(list(steps), basics.local_size())
+            self.tuning = self._native.autotune(list(steps))
 
 
 def _buffer(values, what):
