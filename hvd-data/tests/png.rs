@@ -1,5 +1,5 @@
 //! PNG files become 8-bit RGB: grey repeated, alpha dropped, 16-bit samples cut to 8
-//! bits. Folders and shards find them by extension; a corrupt or truncated file is an
+//! bits, palette indices looked up. Folders and shards find them by extension; a corrupt or truncated file is an
 //! error naming the sample.
 
 mod common;
@@ -142,4 +142,87 @@ fn a_shard_takes_a_png_member_as_the_image() {
     let shards = TarShards::open([&path]).unwrap();
     assert_eq!(shards.len(), 1);
     assert_eq!(images(shards).unwrap(), vec![planes(RGB)]);
+}
+
+/// A 2 x 2 palette PNG written by hand (the encoder writes none): `bits` per index,
+/// `palette` RGB entries, `alpha` its tRNS chunk if any, `rows` the indices of each row.
+/// The pixels go in a stored (uncompressed) deflate block.
+fn palette_png(bits: u8, palette: &[[u8; 3]], alpha: Option<&[u8]>, rows: [[u8; 2]; 2]) -> Vec<u8> {
+    fn chunk(out: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]) {
+        out.extend((data.len() as u32).to_be_bytes());
+        let start = out.len();
+        out.extend(kind);
+        out.extend(data);
+        let crc = crc32(&out[start..]);
+        out.extend(crc.to_be_bytes());
+    }
+    let mut scanlines = Vec::new();
+    for row in rows {
+        scanlines.push(0); // no filter
+        // Both indices in one byte, high bits first, or a byte each at 8 bits.
+        if bits == 8 {
+            scanlines.extend(row);
+        } else {
+            scanlines.push((row[0] << (8 - bits)) | (row[1] << (8 - 2 * bits)));
+        }
+    }
+    let mut zlib = vec![0x78, 0x01, 0x01]; // zlib header, a final stored block
+    let len = scanlines.len() as u16;
+    zlib.extend(len.to_le_bytes());
+    zlib.extend((!len).to_le_bytes());
+    zlib.extend(&scanlines);
+    zlib.extend(adler32(&scanlines).to_be_bytes());
+
+    let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
+    let mut header = Vec::new();
+    header.extend(2u32.to_be_bytes());
+    header.extend(2u32.to_be_bytes());
+    header.extend([bits, 3, 0, 0, 0]); // depth, palette, deflate, no filter, no interlace
+    chunk(&mut out, b"IHDR", &header);
+    chunk(&mut out, b"PLTE", &palette.concat());
+    if let Some(alpha) = alpha {
+        chunk(&mut out, b"tRNS", alpha);
+    }
+    chunk(&mut out, b"IDAT", &zlib);
+    chunk(&mut out, b"IEND", &[]);
+    out
+}
+
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &byte in bytes {
+        crc ^= u32::from(byte);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xedb8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+fn adler32(bytes: &[u8]) -> u32 {
+    let (mut a, mut b) = (1u32, 0u32);
+    for &byte in bytes {
+        a = (a + u32::from(byte)) % 65_521;
+        b = (b + a) % 65_521;
+    }
+    (b << 16) | a
+}
+
+#[test]
+fn palette_pngs_become_their_colours_with_transparency_dropped() {
+    let palette = [[250, 0, 0], [0, 250, 0], [0, 0, 250], [7, 8, 9]];
+    let rows = [[3, 0], [1, 2]];
+    let files = vec![
+        palette_png(8, &palette, None, rows),
+        palette_png(2, &palette, None, rows),
+        // tRNS makes the decoder give alpha, which the loader drops.
+        palette_png(8, &palette, Some(&[0, 128, 255, 64]), rows),
+        palette_png(4, &palette, Some(&[10]), rows),
+    ];
+    let expected = planes([palette[3], palette[0], palette[1], palette[2]]);
+    assert_eq!(images(in_memory(files)).unwrap(), vec![expected; 4]);
 }

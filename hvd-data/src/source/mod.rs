@@ -19,9 +19,9 @@ use crate::Result;
 pub enum Encoding {
     /// A JPEG file (baseline or progressive; grey, RGB or CMYK).
     Jpeg,
-    /// A PNG file (grey or RGB, with or without alpha, 8 or 16 bits; palettes as the
-    /// decoder expands them): taken as 8-bit RGB, its alpha dropped (as Pillow's
-    /// `convert("RGB")` does).
+    /// A PNG file (grey or RGB, with or without alpha, 8 or 16 bits; palettes of 1 to 8
+    /// bits, with or without transparency): taken as 8-bit RGB, its alpha dropped (as
+    /// Pillow's `convert("RGB")` does).
     Png,
     /// Decoded pixels, 3 bytes (R, G, B) each, row after row.
     Rgb { width: u32, height: u32 },
