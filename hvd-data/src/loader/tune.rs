@@ -133,7 +133,7 @@ impl Load {
         self.step_seconds.max(1e-6)
     }
 
-    /// Decode threads that keep up with the step, with [`HEADROOM`]: each thread fills
+    /// Decode threads that keep up with the step, with 20 % headroom: each thread fills
     /// a whole batch, so `k` threads deliver `k` batches in one batch's latency, and the
     /// step's demand is met with `k ≥ latency / step`.
     pub fn threads_needed(&self) -> usize {
