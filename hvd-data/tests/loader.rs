@@ -230,6 +230,15 @@ fn settings_out_of_range_are_refused_by_name() {
         err(options(1, 1), Augment::train(0)),
         "invalid Augment::size: 0: images need at least one pixel"
     );
+    let nice = LoaderOptions {
+        nice: 20,
+        ..options(1, 1)
+    };
+    assert_eq!(
+        err(nice, Augment::train(4)),
+        "invalid LoaderOptions::nice: 20: Linux's nice steps go from 0 (the training loop's \
+         own priority) to 19"
+    );
     let scale = Augment {
         scale: (0.5, 0.2),
         ..Augment::train(4)

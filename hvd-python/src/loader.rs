@@ -56,7 +56,7 @@ impl PyLoader {
     #[new]
     #[pyo3(signature = (
         source, paths, synthetic, *, arrays=None, mean=None, std=None, image_size, batch_size,
-        rank, size, train, shuffle_seed, seed, threads, prefetch, skip_bad, timeout
+        rank, size, train, shuffle_seed, seed, threads, prefetch, skip_bad, timeout, nice=10
     ))]
     #[allow(clippy::too_many_arguments, reason = "Python's keyword arguments")]
     fn new(
@@ -77,6 +77,7 @@ impl PyLoader {
         prefetch: usize,
         skip_bad: bool,
         timeout: f64,
+        nice: u8,
     ) -> PyResult<Self> {
         let mut augment = if train {
             Augment::train(image_size)
@@ -118,6 +119,7 @@ impl PyLoader {
             seed,
             skip_bad,
             timeout: Duration::from_secs_f64(timeout),
+            nice,
         };
         let len = source.len();
         let loader = Loader::new(source, augment, options).map_err(to_py)?;

@@ -27,6 +27,8 @@ pub struct Plan {
     /// hvd's loader's decode threads per rank; `None`: the host's cores shared between
     /// its ranks.
     pub threads: Option<usize>,
+    /// Nice steps below the loop for hvd's decode threads.
+    pub nice: u8,
     pub workers: usize,
     pub prefetch: usize,
     pub seed: u64,
@@ -149,6 +151,7 @@ pub fn run(hvd: &Hvd, plan: &Plan) -> Result<Vec<Measured>, String> {
                         .unwrap_or(cores / hvd.local_size().max(1))
                         .max(1),
                     prefetch: plan.prefetch,
+                    nice: plan.nice,
                     seed: plan.seed,
                     timeout: plan.timeout,
                     ..LoaderOptions::default()

@@ -5,6 +5,7 @@ mod aligned;
 mod batch;
 mod buffer;
 mod meter;
+mod priority;
 mod queue;
 mod tune;
 mod worker;
@@ -42,6 +43,11 @@ pub struct LoaderOptions {
     pub skip_bad: bool,
     /// The longest wait for one batch before [`Error::Timeout`].
     pub timeout: Duration,
+    /// How far below the training loop's the decode threads' CPU priority is, in Linux
+    /// `nice` steps (0 to 19; default 10): on a host whose cores are all busy, the loop's
+    /// threads (its allreduce, the launch of the GPU's work) get a core at once, and the
+    /// decoders take what they leave. 0 keeps them equal.
+    pub nice: u8,
 }
 
 impl Default for LoaderOptions {
@@ -52,6 +58,7 @@ impl Default for LoaderOptions {
             seed: 0,
             skip_bad: false,
             timeout: Duration::from_secs(60),
+            nice: 10,
         }
     }
 }
@@ -94,6 +101,15 @@ impl Loader {
             return invalid(
                 "LoaderOptions::prefetch",
                 "0: at least one batch must be prepared ahead",
+            );
+        }
+        if options.nice > 19 {
+            return invalid(
+                "LoaderOptions::nice",
+                &format!(
+                    "{}: Linux's nice steps go from 0 (the training loop's own priority) to 19",
+                    options.nice
+                ),
             );
         }
         if augment.size == 0 {
@@ -237,6 +253,7 @@ impl Loader {
             size,
             seed: self.options.seed,
             skip_bad: self.options.skip_bad,
+            nice: self.options.nice,
             meter: Arc::clone(&self.meter),
         });
         let mut epoch = Epoch {

@@ -25,6 +25,8 @@ pub(crate) struct Job {
     pub size: usize,
     pub seed: u64,
     pub skip_bad: bool,
+    /// Steps below the training loop's priority ([`LoaderOptions::nice`](super::LoaderOptions::nice)).
+    pub nice: u8,
     pub meter: Arc<DecodeMeter>,
 }
 
@@ -45,6 +47,7 @@ pub(crate) fn run(job: &Job, queue: &Queue) {
         }
     }
     let _exit = Exit(queue);
+    super::priority::lower_this_thread(job.nice);
     let mut scratch = Scratch::default();
     while let Some((step, mut buffer)) = queue.claim() {
         let filled = match fill(job, queue, step, &mut buffer, &mut scratch) {

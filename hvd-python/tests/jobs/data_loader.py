@@ -123,7 +123,9 @@ for bad, message in [
 
 for bad, message in [(dict(batch_size=0), "batch_size 0"),
                      (dict(threads=0), "LoaderOptions::threads"),
-                     (dict(timeout=-1), "timeout -1")]:
+                     (dict(timeout=-1), "timeout -1"),
+                     (dict(nice=20), "nice 20: Linux's nice steps go from 0"),
+                     (dict(nice=-1), "nice -1: Linux's nice steps go from 0")]:
     try:
         hvd.data.DataLoader(synthetic=(8, 8, 8, 2), image_size=4, **bad)
     except ValueError as e:

@@ -40,7 +40,10 @@ class NativeLoader:
     alike on every rank. ``threads`` decode threads (default: this host's cores shared
     between its ranks), ``prefetch`` batches made ahead; ``skip_bad`` skips (and
     counts) unreadable samples instead of raising an error naming them; ``timeout``
-    bounds the wait for one batch, in seconds.
+    bounds the wait for one batch, in seconds. ``nice`` (0 to 19, default 10) runs the
+    decode threads that many Linux ``nice`` steps below the training loop, so on a busy
+    host the loop's own threads (its allreduce, the launch of the GPU's work) get a core
+    at once and the decoders take what they leave; 0 keeps them equal.
 
     ``autotune`` (on unless ``threads`` is given) sets the threads and prefetch after
     each epoch run to its end, from the decode rate the loader measured and the step
@@ -57,7 +60,7 @@ class NativeLoader:
     def __init__(self, root=None, *, shards=None, synthetic=None, arrays=None,
                  image_size=None, batch_size=32, train=True, mean=None, std=None,
                  shuffle_seed=0, seed=0, threads=None, prefetch=2, skip_bad=False,
-                 timeout=60.0, autotune=None):
+                 timeout=60.0, autotune=None, nice=10):
         given = [x is not None for x in (root, shards, synthetic, arrays)]
         if sum(given) != 1:
             raise ValueError(
@@ -91,7 +94,8 @@ class NativeLoader:
             source, paths, tuple(synthetic) if synthetic is not None else None,
             arrays=held, mean=mean, std=std, image_size=image_size, batch_size=batch_size, rank=basics.rank(),
             size=basics.size(), train=train, shuffle_seed=shuffle_seed, seed=seed,
-            threads=threads, prefetch=prefetch, skip_bad=skip_bad, timeout=float(timeout))
+            threads=threads, prefetch=prefetch, skip_bad=skip_bad, timeout=float(timeout),
+            nice=_nice(nice))
 
     def set_epoch(self, epoch):
         """Starts epoch ``epoch`` (its own shuffle) at the next iteration."""
@@ -129,6 +133,13 @@ class NativeLoader:
             yield images, labels
         if self._autotune:
             self.tuning = self._native.autotune(list(steps))
+
+
+def _nice(value):
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 19:
+        raise ValueError(f"DataLoader: nice {value!r}: Linux's nice steps go from 0 (the "
+                         "training loop's own priority) to 19")
+    return value
 
 
 def _buffer(values, what):
