@@ -42,10 +42,11 @@ const CLAIMS: &str = "hvd.data_tune.claims";
 /// Sets the next epochs' threads and prefetch of every rank's `loader` (collective: every
 /// rank calls it after the same epoch): the load measured since the last call (the
 /// loader's decode rate and `steps`, a [`StepClock`](crate::data_stall::StepClock)'s),
-/// within this rank's part of its host's `cores` (usually
-/// [`host_cores`](hvd_data::host_cores); the same number on every rank of a host) split
-/// by need. A rank that measured nothing keeps its settings (`None`), and its threads
-/// are set aside before the others split the rest.
+/// within this rank's part of its host's `cores` split by need. `cores` is usually
+/// [`host_cores`](hvd_data::host_cores); where the ranks of a host give different
+/// numbers, the fewest counts. A rank that measured nothing keeps its settings (`None`),
+/// and its threads are set aside before the others split the rest. The measurement is
+/// taken before the exchange: if the exchange fails, the next call measures afresh.
 pub fn autotune(
     hvd: &Hvd,
     loader: &mut Loader,
@@ -58,17 +59,21 @@ pub fn autotune(
         Some(load) => i64::try_from(load.threads_needed()).unwrap_or(i64::MAX),
         None => -i64::try_from(loader.options().threads.max(1)).unwrap_or(i64::MAX),
     };
-    let claims = hvd.allgather(CLAIMS, vec![claim])?;
+    let cores = i64::try_from(cores).unwrap_or(i64::MAX);
+    let claims = hvd.allgather(CLAIMS, vec![claim, cores])?;
     let Some(load) = load else {
         return Ok(None);
     };
     let host = Host::of(hvd, &claims);
-    let limits = TuneLimits::by_need(cores.saturating_sub(host.kept), &host.needs, host.me);
+    let limits = TuneLimits::by_need(host.cores.saturating_sub(host.kept), &host.needs, host.me);
     Ok(Some(loader.tune(load, limits)))
 }
 
 /// What the ranks of this rank's host asked for.
 struct Host {
+    /// The fewest cores a rank of the host said it may use (CPU affinity and quotas
+    /// can differ between ranks): the split never exceeds what every rank can run on.
+    cores: usize,
     /// Threads of local ranks that measured nothing and keep their settings.
     kept: usize,
     /// The needs of the local ranks that measured, in local rank order.
@@ -78,6 +83,7 @@ struct Host {
 }
 
 impl Host {
+    /// From every rank's `[claim, cores]`, in rank order.
     fn of(hvd: &Hvd, claims: &[i64]) -> Host {
         let hosts = hvd
             .topology()
@@ -85,14 +91,17 @@ impl Host {
             .hosts();
         let mine = hosts[hvd.rank()];
         let mut host = Host {
+            cores: usize::MAX,
             kept: 0,
             needs: Vec::new(),
             me: 0,
         };
-        for (rank, claim) in claims.iter().enumerate() {
+        for (rank, pair) in claims.chunks_exact(2).enumerate() {
+            let (claim, cores) = (&pair[0], pair[1]);
             if hosts[rank] != mine {
                 continue;
             }
+            host.cores = host.cores.min(usize::try_from(cores).unwrap_or(1));
             let threads = usize::try_from(claim.unsigned_abs()).unwrap_or(usize::MAX);
             if *claim < 0 {
                 host.kept = host.kept.saturating_add(threads);

@@ -48,9 +48,13 @@ impl TuneLimits {
         TuneLimits::even(host_cores(), local_ranks)
     }
 
-    /// This rank's share of the cores, at least one.
+    /// This rank's share of the cores, at least one; an equal share of `cores` where
+    /// `share` is 0 (limits written out by hand).
     pub fn cores_per_rank(&self) -> usize {
-        self.share.max(1)
+        match self.share {
+            0 => (self.cores / self.local_ranks.max(1)).max(1),
+            share => share,
+        }
     }
 }
 
@@ -323,6 +327,14 @@ mod tests {
         let needs = [light.threads_needed(), heavy.threads_needed()];
         // An even split of 8 cores gives the heavy rank 4 of the 6 it needs.
         assert_eq!(plan(heavy, limits(8, 2)).threads, 4);
+        // Limits written out by hand without a share split evenly.
+        let by_hand = TuneLimits {
+            cores: 8,
+            local_ranks: 2,
+            share: 0,
+            memory_budget: 1 << 30,
+        };
+        assert_eq!(plan(heavy, by_hand).threads, 4);
         let t = plan(heavy, TuneLimits::by_need(8, &needs, 1));
         assert_eq!((t.threads, t.threads_needed), (6, 6));
         assert!(t.keeps_up());

@@ -61,8 +61,14 @@ again.load_state_dict(committed)
 assert [list(again.indices) for _ in again] == after_commit
 # threads given: no tuning. A loader left to choose tunes itself after an epoch.
 assert loader.tuning is None
+# The tuning happens as an iteration starts, from the steps the previous one timed,
+# even one left before its end (as Keras leaves tf.data's).
 tuned = hvd.data.DataLoader(synthetic=(16, 24, 20, 3), image_size=SIDE, batch_size=BATCH)
-assert sum(1 for _ in tuned) == len(tuned)
+for step, _ in enumerate(tuned):
+    if step == len(tuned) - 1:
+        break
+assert tuned.tuning is None, "nothing was measured when the first iteration started"
+assert sum(1 for _ in tuned) == 0, "the rest of the epoch: its last step was taken"
 t = tuned.tuning
 assert t is not None and 1 <= t["threads"] <= t["share"], t
 assert t["prefetch"] >= 1 and t["capacity"] > 0 and t["demand"] > 0, t
@@ -125,7 +131,8 @@ for bad, message in [(dict(batch_size=0), "batch_size 0"),
                      (dict(threads=0), "LoaderOptions::threads"),
                      (dict(timeout=-1), "timeout -1"),
                      (dict(nice=20), "nice 20: Linux's nice steps go from 0"),
-                     (dict(nice=-1), "nice -1: Linux's nice steps go from 0")]:
+                     (dict(nice=-1), "nice -1: Linux's nice steps go from 0"),
+                     (dict(nice="5"), "nice '5': Linux's nice steps go from 0")]:
     try:
         hvd.data.DataLoader(synthetic=(8, 8, 8, 2), image_size=4, **bad)
     except ValueError as e:

@@ -123,6 +123,20 @@ assert len(per_epoch) == 2 and len(history.history["loss"]) == 2, history.histor
 orders += [once_each(seen, "fit") for seen in per_epoch]
 assert orders[-1] != orders[-2], "fit's epochs have their own shuffles"
 
+# A loader left to tune itself under fit: the ranks exchange their needs as each of
+# tf.data's iterations starts (Keras may leave one before its end), and every epoch
+# still sees every sample once.
+tuned = Recording(synthetic=SYNTHETIC, image_size=SIDE, batch_size=BATCH, shuffle_seed=3)
+per_epoch = []
+history = model.fit(tuned.dataset(channels_last=True), epochs=3, verbose=0, callbacks=[
+    keras.callbacks.LambdaCallback(
+        on_epoch_begin=lambda epoch, logs: tuned.set_epoch(epoch),
+        on_epoch_end=lambda epoch, logs: per_epoch.append(tuned.take_seen()))])
+assert len(history.history["loss"]) == 3, history.history
+for seen in per_epoch:
+    once_each(seen, "fit, tuned")
+assert tuned.tuning is not None and tuned.tuning["threads"] >= 1, tuned.tuning
+
 # Every batch came from the loader's few buffers: threads + prefetch, and one more for a
 # batch still held when the next epoch started.
 assert len(loader.buffers) <= 2 + 2 + 1, loader.buffers

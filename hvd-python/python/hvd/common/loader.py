@@ -45,11 +45,12 @@ class NativeLoader:
     host the loop's own threads (its allreduce, the launch of the GPU's work) get a core
     at once and the decoders take what they leave; 0 keeps them equal.
 
-    ``autotune`` (on unless ``threads`` is given) sets the threads and prefetch after
-    each epoch run to its end, from the decode rate the loader measured and the step
-    time the loop took when its batch was ready. The ranks exchange what each needs
-    (one small allgather, so every rank's loader must end the same epochs) and split
-    each host's cores between its ranks in proportion to their needs. ``tuning`` holds
+    ``autotune`` (on unless ``threads`` is given) sets the threads and prefetch as each
+    iteration over the loader starts, from the decode rate the loader measured and the
+    step time the loop took when its batch was ready during the previous one. The
+    ranks exchange what each needs (one small allgather as each iteration starts, so
+    every rank iterates the loader alike, as it must anyway to take its share of every
+    step) and split each host's cores between its ranks in proportion to their needs. ``tuning`` holds
     the last choice: ``threads``, ``share`` (the cores this rank was given),
     ``prefetch``, ``threads_needed``, ``capacity`` and ``demand`` in images a second,
     ``keeps_up``; a warning says when this rank's share cannot keep up whatever the
@@ -87,6 +88,7 @@ class NativeLoader:
         if threads is None:
             threads = max(1, (os.cpu_count() or 1) // basics.local_size())
         self.tuning = None
+        self._steps = array.array("d")
         self.batch_size = batch_size
         self.image_size = image_size
         self.indices = []
@@ -118,9 +120,16 @@ class NativeLoader:
         return self._native.steps()
 
     def _capsules(self):
-        """The rest of the epoch's batches as (images capsule, labels capsule); tunes
-        the loader once the epoch ran to its end."""
-        steps, previous = array.array("d"), None
+        """The rest of the epoch's batches as (images capsule, labels capsule). Tunes
+        the loader first, from the steps the previous iteration timed: at the start of
+        an iteration, which every rank makes (a ``for`` loop, or tf.data iterating the
+        dataset each epoch), where the end of one may never come on some rank (Keras
+        stops taking batches once it knows how many an epoch has)."""
+        if self._autotune:
+            tuned = self._native.autotune(list(self._steps))
+            self.tuning = tuned if tuned is not None else self.tuning
+        self._steps = steps = array.array("d")
+        previous = None
         while True:
             started = time.perf_counter()
             if previous is not None:
@@ -131,15 +140,17 @@ class NativeLoader:
             previous = (started, time.perf_counter() - started)
             images, labels, self.indices = got
             yield images, labels
-        if self._autotune:
-            self.tuning = self._native.autotune(list(steps))
 
 
 def _nice(value):
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 19:
+    try:
+        steps = None if isinstance(value, bool) else operator.index(value)
+    except TypeError:
+        steps = None
+    if steps is None or not 0 <= steps <= 19:
         raise ValueError(f"DataLoader: nice {value!r}: Linux's nice steps go from 0 (the "
                          "training loop's own priority) to 19")
-    return value
+    return steps
 
 
 def _buffer(values, what):
