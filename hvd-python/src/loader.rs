@@ -11,7 +11,7 @@ use hvd::DType;
 use hvd::data::source::{Encoding, Sample};
 use hvd::data::{
     Augment, Batch, ElasticSampler, Epoch, ImageFolder, InMemory, Loader, LoaderOptions, Source,
-    StepTimes, Synthetic, TarShards, host_cores,
+    StepTimes, Synthetic, TarShards, TuneLimits, host_cores,
 };
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -73,7 +73,7 @@ impl PyLoader {
         train: bool,
         shuffle_seed: Option<u64>,
         seed: u64,
-        threads: usize,
+        threads: Option<usize>,
         prefetch: usize,
         skip_bad: bool,
         timeout: f64,
@@ -113,6 +113,11 @@ impl PyLoader {
                 "timeout {timeout}: a number of seconds above 0"
             )));
         }
+        // By default, this host's cores split evenly between its ranks.
+        let threads = match threads {
+            Some(threads) => threads,
+            None => TuneLimits::host(running::current()?.local_size()).cores_per_rank(),
+        };
         let options = LoaderOptions {
             threads,
             prefetch,
@@ -181,7 +186,8 @@ impl PyLoader {
     /// Chooses the next epochs' threads and prefetch from the decode rate measured since
     /// the last call and `steps` (`data, comm, wall` seconds, three numbers a step),
     /// within this rank's part of the host's cores, split between its ranks by what each
-    /// needs (collective: every rank calls it after the same epoch): a dict (`threads`,
+    /// needs (collective: every rank calls it at the same point, the start of an
+    /// iteration over the loader): a dict (`threads`,
     /// `share`, `prefetch`, `threads_needed`, `capacity`, `demand` in images a second,
     /// `keeps_up`), or None until an image and a step were measured. Logs a warning when
     /// the host cannot keep up.

@@ -96,9 +96,10 @@ impl Host {
             needs: Vec::new(),
             me: 0,
         };
-        for (rank, pair) in claims.chunks_exact(2).enumerate() {
+        let pairs = claims.chunks_exact(2).zip(hosts);
+        for (rank, (pair, host_of_rank)) in pairs.enumerate() {
             let (claim, cores) = (&pair[0], pair[1]);
-            if hosts[rank] != mine {
+            if *host_of_rank != mine {
                 continue;
             }
             host.cores = host.cores.min(usize::try_from(cores).unwrap_or(1));

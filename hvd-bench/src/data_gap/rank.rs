@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use hvd::data::{
-    Augment, Batch, ElasticSampler, Epoch, ImageFolder, Loader, LoaderOptions, Source,
+    Augment, Batch, ElasticSampler, Epoch, ImageFolder, Loader, LoaderOptions, Source, TuneLimits,
 };
 use hvd::{Hvd, ReduceOp};
 
@@ -144,11 +144,10 @@ pub fn run(hvd: &Hvd, plan: &Plan) -> Result<Vec<Measured>, String> {
                 let source = ImageFolder::open(&plan.root).map_err(hvd_error)?;
                 let sampler =
                     ElasticSampler::new(source.len(), plan.batch * size).seed(Some(plan.seed));
-                let cores = std::thread::available_parallelism().map_or(1, usize::from);
                 let options = LoaderOptions {
                     threads: plan
                         .threads
-                        .unwrap_or(cores / hvd.local_size().max(1))
+                        .unwrap_or_else(|| TuneLimits::host(hvd.local_size()).cores_per_rank())
                         .max(1),
                     prefetch: plan.prefetch,
                     nice: plan.nice,

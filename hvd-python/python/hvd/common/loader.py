@@ -85,8 +85,6 @@ class NativeLoader:
         if image_size is None:
             image_size = 224
         self._autotune = threads is None if autotune is None else bool(autotune)
-        if threads is None:
-            threads = max(1, (os.cpu_count() or 1) // basics.local_size())
         self.tuning = None
         self._steps = array.array("d")
         self.batch_size = batch_size
