@@ -102,7 +102,10 @@ fn ranks_that_may_use_different_cores_split_the_fewest() {
     });
     for (rank, tuning) in tunings.iter().enumerate() {
         assert!(tuning.threads_needed > CORES, "rank {rank}: {tuning:?}");
+        assert!(tuning.share >= 1, "rank {rank}: {tuning:?}");
     }
-    let shares: Vec<usize> = tunings.iter().map(|t| t.share).collect();
-    assert_eq!(shares, vec![3, 3], "{tunings:?}");
+    // Each rank's need is its own measured decode rate, so the 6 cores split in
+    // proportion to two needs that differ from run to run: their sum is what is fixed.
+    let total: usize = tunings.iter().map(|t| t.share).sum();
+    assert_eq!(total, 6, "{tunings:?}");
 }
