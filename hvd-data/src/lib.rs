@@ -55,8 +55,8 @@ pub use augment::{Augment, Crop, IMAGENET_MEAN, IMAGENET_STD};
 pub use error::{Error, Result};
 pub use hvd_core::sampler::ElasticSampler;
 pub use loader::{
-    Batch, DecodeRate, Epoch, Load, Loader, LoaderOptions, TuneLimits, Tuning, host_cores, plan,
-    share_cores,
+    Batch, DecodePriority, DecodeRate, Epoch, Load, Loader, LoaderOptions, TuneLimits, Tuning,
+    host_cores, plan, share_cores,
 };
 pub use source::{ImageFolder, InMemory, Source, Synthetic, TarShards};
 pub use stall::{StallReport, StepClock, StepTimes, attribute};

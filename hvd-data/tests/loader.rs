@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use hvd_data::source::Sample;
-use hvd_data::{Augment, ElasticSampler, Error, Loader, LoaderOptions, Source, Synthetic};
+use hvd_data::{
+    Augment, DecodePriority, ElasticSampler, Error, Loader, LoaderOptions, Source, Synthetic,
+};
 
 fn options(threads: usize, prefetch: usize) -> LoaderOptions {
     LoaderOptions {
@@ -231,13 +233,13 @@ fn settings_out_of_range_are_refused_by_name() {
         "invalid Augment::size: 0: images need at least one pixel"
     );
     let nice = LoaderOptions {
-        nice: 20,
+        priority: DecodePriority::Nice(20),
         ..options(1, 1)
     };
     assert_eq!(
         err(nice, Augment::train(4)),
-        "invalid LoaderOptions::nice: 20: Linux's nice steps go from 0 (the training loop's \
-         own priority) to 19"
+        "invalid LoaderOptions::priority: nice 20: Linux's nice steps go from 0 (the training \
+         loop's own priority) to 19"
     );
     let scale = Augment {
         scale: (0.5, 0.2),

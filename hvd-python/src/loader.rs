@@ -10,8 +10,8 @@ use std::time::Duration;
 use hvd::DType;
 use hvd::data::source::{Encoding, Sample};
 use hvd::data::{
-    Augment, Batch, ElasticSampler, Epoch, ImageFolder, InMemory, Loader, LoaderOptions, Source,
-    StepTimes, Synthetic, TarShards, TuneLimits, host_cores,
+    Augment, Batch, DecodePriority, ElasticSampler, Epoch, ImageFolder, InMemory, Loader,
+    LoaderOptions, Source, StepTimes, Synthetic, TarShards, TuneLimits, host_cores,
 };
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -56,7 +56,8 @@ impl PyLoader {
     #[new]
     #[pyo3(signature = (
         source, paths, synthetic, *, arrays=None, mean=None, std=None, image_size, batch_size,
-        rank, size, train, shuffle_seed, seed, threads, prefetch, skip_bad, timeout, nice=10
+        rank, size, train, shuffle_seed, seed, threads, prefetch, skip_bad, timeout,
+        priority="auto"
     ))]
     #[allow(clippy::too_many_arguments, reason = "Python's keyword arguments")]
     fn new(
@@ -77,8 +78,11 @@ impl PyLoader {
         prefetch: usize,
         skip_bad: bool,
         timeout: f64,
-        nice: u8,
+        priority: &str,
     ) -> PyResult<Self> {
+        let priority = priority
+            .parse::<DecodePriority>()
+            .map_err(|e| PyValueError::new_err(format!("DataLoader: priority {e}")))?;
         let mut augment = if train {
             Augment::train(image_size)
         } else {
@@ -124,7 +128,7 @@ impl PyLoader {
             seed,
             skip_bad,
             timeout: Duration::from_secs_f64(timeout),
-            nice,
+            priority,
         };
         let len = source.len();
         let loader = Loader::new(source, augment, options).map_err(to_py)?;

@@ -59,10 +59,10 @@ pub struct DataGapArgs {
     /// its ranks).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// How many Linux nice steps below the training loop hvd's decode threads run
-    /// (0 to 19; 0: the same priority).
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u8).range(0..=19))]
-    pub nice: u8,
+    /// hvd's decode threads' priority below the training loop: auto (idle while they
+    /// keep up), idle (Linux's SCHED_IDLE), or Linux nice steps 0 to 19 (0: the same).
+    #[arg(long, default_value = "auto")]
+    pub priority: hvd::data::DecodePriority,
     /// PyTorch DataLoader worker processes per rank.
     #[arg(long, default_value_t = 2)]
     pub workers: usize,
@@ -157,7 +157,7 @@ impl DataGapArgs {
             compute: Duration::from_secs_f64(self.compute_ms / 1e3),
             gradient_elements: self.gradient_bytes()? / 4,
             threads: self.threads,
-            nice: self.nice,
+            priority: self.priority,
             workers: self.workers,
             prefetch: self.prefetch,
             seed: self.seed,

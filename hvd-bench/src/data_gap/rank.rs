@@ -27,8 +27,8 @@ pub struct Plan {
     /// hvd's loader's decode threads per rank; `None`: the host's cores shared between
     /// its ranks.
     pub threads: Option<usize>,
-    /// Nice steps below the loop for hvd's decode threads.
-    pub nice: u8,
+    /// hvd's decode threads' priority below the loop.
+    pub priority: hvd::data::DecodePriority,
     pub workers: usize,
     pub prefetch: usize,
     pub seed: u64,
@@ -150,7 +150,7 @@ pub fn run(hvd: &Hvd, plan: &Plan) -> Result<Vec<Measured>, String> {
                         .unwrap_or_else(|| TuneLimits::host(hvd.local_size()).cores_per_rank())
                         .max(1),
                     prefetch: plan.prefetch,
-                    nice: plan.nice,
+                    priority: plan.priority,
                     seed: plan.seed,
                     timeout: plan.timeout,
                     ..LoaderOptions::default()

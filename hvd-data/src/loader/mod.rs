@@ -20,6 +20,7 @@ pub use batch::Batch;
 use buffer::BatchBuffer;
 use meter::DecodeMeter;
 pub use meter::DecodeRate;
+pub use priority::DecodePriority;
 use queue::Queue;
 pub use tune::{Load, TuneLimits, Tuning, host_cores, plan, share_cores};
 use worker::Job;
@@ -43,11 +44,11 @@ pub struct LoaderOptions {
     pub skip_bad: bool,
     /// The longest wait for one batch before [`Error::Timeout`].
     pub timeout: Duration,
-    /// How far below the training loop's the decode threads' CPU priority is, in Linux
-    /// `nice` steps (0 to 19; default 10): on a host whose cores are all busy, the loop's
-    /// threads (its allreduce, the launch of the GPU's work) get a core at once, and the
-    /// decoders take what they leave. 0 keeps them equal.
-    pub nice: u8,
+    /// How the decode threads' CPU time ranks below the training loop's (default
+    /// [`DecodePriority::Auto`]): on a host whose cores are all busy, the loop's threads
+    /// (its allreduce, the launch of the GPU's work) get a core at once, and the
+    /// decoders take what they leave.
+    pub priority: DecodePriority,
 }
 
 impl Default for LoaderOptions {
@@ -58,7 +59,7 @@ impl Default for LoaderOptions {
             seed: 0,
             skip_bad: false,
             timeout: Duration::from_secs(60),
-            nice: 10,
+            priority: DecodePriority::Auto,
         }
     }
 }
@@ -77,6 +78,8 @@ pub struct Loader {
     /// The buffers between epochs; an epoch takes them and gives them back when dropped.
     buffers: Arc<Mutex<Vec<BatchBuffer>>>,
     meter: Arc<DecodeMeter>,
+    /// Whether the last tuning found this rank's share of the cores unable to feed it.
+    behind: bool,
 }
 
 impl Loader {
@@ -103,14 +106,8 @@ impl Loader {
                 "0: at least one batch must be prepared ahead",
             );
         }
-        if options.nice > 19 {
-            return invalid(
-                "LoaderOptions::nice",
-                &format!(
-                    "{}: Linux's nice steps go from 0 (the training loop's own priority) to 19",
-                    options.nice
-                ),
-            );
+        if let Some(reason) = options.priority.invalid() {
+            return invalid("LoaderOptions::priority", &reason);
         }
         if augment.size == 0 {
             return invalid("Augment::size", "0: images need at least one pixel");
@@ -124,6 +121,7 @@ impl Loader {
             options,
             buffers: Arc::default(),
             meter: Arc::default(),
+            behind: false,
         })
     }
 
@@ -176,13 +174,14 @@ impl Loader {
         })
     }
 
-    /// Sets the next epochs' threads and prefetch for `load` within `limits` ([`plan`]).
-    /// Logs the choice, and a warning when the rank's share of the host's cores cannot
-    /// keep up whatever it does.
+    /// Sets the next epochs' threads and prefetch for `load` within `limits` ([`plan`]),
+    /// and whether [`DecodePriority::Auto`] idles. Logs the choice, and a warning when
+    /// the rank's share of the host's cores cannot keep up whatever it does.
     pub fn tune(&mut self, load: Load, limits: TuneLimits) -> Tuning {
         let tuning = plan(load, limits);
         self.options.threads = tuning.threads;
         self.options.prefetch = tuning.prefetch;
+        self.behind = !tuning.keeps_up();
         if tuning.keeps_up() {
             tracing::info!(
                 threads = tuning.threads,
@@ -253,7 +252,7 @@ impl Loader {
             size,
             seed: self.options.seed,
             skip_bad: self.options.skip_bad,
-            nice: self.options.nice,
+            priority: self.options.priority.resolve(self.behind),
             meter: Arc::clone(&self.meter),
         });
         let mut epoch = Epoch {

@@ -25,8 +25,9 @@ pub(crate) struct Job {
     pub size: usize,
     pub seed: u64,
     pub skip_bad: bool,
-    /// Steps below the training loop's priority ([`LoaderOptions::nice`](super::LoaderOptions::nice)).
-    pub nice: u8,
+    /// The threads' priority ([`LoaderOptions::priority`](super::LoaderOptions::priority)),
+    /// resolved for this epoch.
+    pub priority: super::DecodePriority,
     pub meter: Arc<DecodeMeter>,
 }
 
@@ -47,7 +48,7 @@ pub(crate) fn run(job: &Job, queue: &Queue) {
         }
     }
     let _exit = Exit(queue);
-    super::priority::lower_this_thread(job.nice);
+    super::priority::lower_this_thread(job.priority);
     let mut scratch = Scratch::default();
     while let Some((step, mut buffer)) = queue.claim() {
         let filled = match fill(job, queue, step, &mut buffer, &mut scratch) {

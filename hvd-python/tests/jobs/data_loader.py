@@ -130,15 +130,20 @@ for bad, message in [
 for bad, message in [(dict(batch_size=0), "batch_size 0"),
                      (dict(threads=0), "LoaderOptions::threads"),
                      (dict(timeout=-1), "timeout -1"),
-                     (dict(nice=20), "nice 20: Linux's nice steps go from 0"),
-                     (dict(nice=-1), "nice -1: Linux's nice steps go from 0"),
-                     (dict(nice="5"), "nice '5': Linux's nice steps go from 0")]:
+                     (dict(priority=20), "priority nice 20: Linux's nice steps go from 0"),
+                     (dict(priority=-1), 'priority "-1": expected auto, idle, or the nice'),
+                     (dict(priority="low"), 'priority "low": expected auto, idle, or the'),
+                     (dict(priority=1.5), "priority 1.5: expected \"auto\", \"idle\", or")]:
     try:
         hvd.data.DataLoader(synthetic=(8, 8, 8, 2), image_size=4, **bad)
     except ValueError as e:
         assert message in str(e), (message, str(e))
     else:
         raise AssertionError(f"{bad} was accepted")
+for priority in ["idle", np.int64(3), 0]:
+    lowered = hvd.data.DataLoader(synthetic=(8, 8, 8, 2), image_size=4, batch_size=2,
+                                  priority=priority)
+    assert sum(1 for _ in lowered) == len(lowered) == 8 // (2 * size), priority
 try:
     hvd.data.DataLoader("/nonexistent/folder", image_size=4)
 except RuntimeError as e:

@@ -40,10 +40,13 @@ class NativeLoader:
     alike on every rank. ``threads`` decode threads (default: this host's cores shared
     between its ranks), ``prefetch`` batches made ahead; ``skip_bad`` skips (and
     counts) unreadable samples instead of raising an error naming them; ``timeout``
-    bounds the wait for one batch, in seconds. ``nice`` (0 to 19, default 10) runs the
-    decode threads that many Linux ``nice`` steps below the training loop, so on a busy
-    host the loop's own threads (its allreduce, the launch of the GPU's work) get a core
-    at once and the decoders take what they leave; 0 keeps them equal.
+    bounds the wait for one batch, in seconds. ``priority`` puts the decode
+    threads below the training loop, so on a busy host the loop's own threads (its
+    allreduce, the launch of the GPU's work) get a core at once and the decoders take
+    what they leave: ``"idle"`` (Linux's ``SCHED_IDLE``), a number of Linux ``nice``
+    steps (0 to 19; 0 keeps them equal), or ``"auto"`` (the default: idle while the
+    loader keeps up, 10 steps down from the iteration after ``autotune`` finds it
+    cannot, where decoding is what the job waits for).
 
     ``autotune`` (on unless ``threads`` is given) sets the threads and prefetch as each
     iteration over the loader starts, from the decode rate the loader measured and the
@@ -61,7 +64,7 @@ class NativeLoader:
     def __init__(self, root=None, *, shards=None, synthetic=None, arrays=None,
                  image_size=None, batch_size=32, train=True, mean=None, std=None,
                  shuffle_seed=0, seed=0, threads=None, prefetch=2, skip_bad=False,
-                 timeout=60.0, autotune=None, nice=10):
+                 timeout=60.0, autotune=None, priority="auto"):
         given = [x is not None for x in (root, shards, synthetic, arrays)]
         if sum(given) != 1:
             raise ValueError(
@@ -95,7 +98,7 @@ class NativeLoader:
             arrays=held, mean=mean, std=std, image_size=image_size, batch_size=batch_size, rank=basics.rank(),
             size=basics.size(), train=train, shuffle_seed=shuffle_seed, seed=seed,
             threads=threads, prefetch=prefetch, skip_bad=skip_bad, timeout=float(timeout),
-            nice=_nice(nice))
+            priority=_priority(priority))
 
     def set_epoch(self, epoch):
         """Starts epoch ``epoch`` (its own shuffle) at the next iteration."""
@@ -140,15 +143,19 @@ class NativeLoader:
             yield images, labels
 
 
-def _nice(value):
+def _priority(value):
+    """``value`` as the extension reads it ("auto", "idle" or nice steps), which checks
+    it and names what is wrong."""
+    if isinstance(value, str):
+        return value
     try:
         steps = None if isinstance(value, bool) else operator.index(value)
     except TypeError:
         steps = None
-    if steps is None or not 0 <= steps <= 19:
-        raise ValueError(f"DataLoader: nice {value!r}: Linux's nice steps go from 0 (the "
-                         "training loop's own priority) to 19")
-    return steps
+    if steps is None:
+        raise ValueError(f"DataLoader: priority {value!r}: expected \"auto\", \"idle\", or "
+                         "the nice steps below the training loop (0 to 19)")
+    return str(steps)
 
 
 def _buffer(values, what):
