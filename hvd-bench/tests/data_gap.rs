@@ -21,7 +21,7 @@ fn data_gap_of(images: usize, cache: &Path, extra: &[&str]) -> Output {
             "--images",
             &images.to_string(),
         ])
-        .args(["--steps", "6", "--warmup", "2", "--compute-ms", "20"])
+        .args(["--steps", "6", "--warmup", "1", "--compute-ms", "20"])
         .arg("--cache")
         .arg(cache)
         .args(extra)
@@ -139,7 +139,7 @@ fn options_that_cannot_work_are_refused_before_any_rank_starts() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("--images 20 is too few: 4 ranks × batch 4 × 8 steps"),
+        stderr.contains("--images 20 is too few: 4 ranks × batch 4 × 10 steps"),
         "{stderr}"
     );
     let out = data_gap(dir.path(), &["--np", "1", "--gradient", "lots"]);

@@ -3,14 +3,14 @@
 //!
 //! A JPEG dataset is made (and cached), then one local job per `--np` entry trains with
 //! a sleep for compute (a GPU takes no host CPU) and a real allreduce of the gradients,
-//! fed three ways in the same job: synthetic batches, PyTorch's `DataLoader` with Pillow
-//! (2 workers a rank, prefetch 2; skipped, saying so, without a Python with torch), and
-//! hvd's loader. Each mode reports its throughput, the gap to synthetic, the loader's
-//! capacity alone (C), the demand (D = ranks × batch / step time), hvd::data_stall's
-//! data-bound share, and the share of the step its allreduce took beyond synthetic
-//! input's (the input's cost that a job counts as communication,
-//! [`result::comm_excess`]); then the measured steps are carried to 32 and 128 ranks by
-//! [`cluster`]'s model.
+//! fed three ways in the same job, which take turns in rounds of steps: synthetic
+//! batches, PyTorch's `DataLoader` with Pillow (2 workers a rank, prefetch 2; skipped,
+//! saying so, without a Python with torch), and hvd's loader. Each mode reports its
+//! throughput, the gap to synthetic, the loader's capacity alone (C), the demand
+//! (D = ranks × batch / step time), hvd::data_stall's data-bound share, and the share of
+//! the step its allreduce took beyond synthetic input's (the input's cost that a job
+//! counts as communication, [`result::comm_excess`]); then the measured steps are
+//! carried to 32 and 128 ranks by [`cluster`]'s model.
 
 mod cluster;
 mod dataset;
@@ -52,7 +52,8 @@ pub struct DataGapArgs {
     /// Timed steps per mode (and batches timed for the loader's capacity).
     #[arg(long, default_value_t = 40)]
     pub steps: usize,
-    /// Steps before timing starts (the loaders fill their queues).
+    /// Steps before timing starts, and before each round of timed steps (the loaders
+    /// fill their queues, then drain what they made ahead while other modes ran).
     #[arg(long, default_value_t = 5)]
     pub warmup: usize,
     /// hvd's loader's decode threads per rank (default: the host's cores shared between
@@ -132,16 +133,16 @@ impl DataGapArgs {
                 self.compute_ms
             ));
         }
-        // Capacity and training each take warmup + steps steps of one epoch.
+        // Capacity takes warmup + steps steps of one epoch; training, a warm-up in each
+        // of its rounds and the steps, of the next.
         let most = self.np.iter().max().copied().unwrap_or(1);
-        let needed = (self.warmup + self.steps) * most * self.batch_size;
+        let steps = (self.warmup + self.steps).max(rank::ROUNDS * self.warmup + self.steps);
+        let needed = steps * most * self.batch_size;
         if needed > self.images {
             return Err(format!(
-                "--images {} is too few: {most} ranks × batch {} × {} steps (warm-up \
+                "--images {} is too few: {most} ranks × batch {} × {steps} steps (warm-up \
                  included) need {needed} images an epoch",
-                self.images,
-                self.batch_size,
-                self.warmup + self.steps
+                self.images, self.batch_size,
             ));
         }
         self.gradient_bytes().map(drop)
@@ -364,7 +365,16 @@ fn model(args: &DataGapArgs, measured: &[Measured]) -> Result<Vec<cluster::Serie
                 .filter(|r| r.mode == mode)
                 .map(|r| (r.np, r.gap))
                 .collect(),
-            modelled: cluster::gaps(&synthetic.arrivals, &real.arrivals, &ranks, &ring, bytes),
+            modelled: cluster::gaps(
+                &synthetic.arrivals,
+                cluster::Steps {
+                    arrivals: &real.arrivals,
+                    comm_excess: real.comm - synthetic.comm,
+                },
+                &ranks,
+                &ring,
+                bytes,
+            ),
         });
     }
     Ok(series)

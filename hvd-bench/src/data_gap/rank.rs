@@ -119,10 +119,14 @@ fn hvd_error(e: impl std::fmt::Display) -> String {
 }
 
 /// Every mode of `plan` on this rank; rank 0's list holds the job's measurements.
+///
+/// Each mode's loader is measured alone first (its capacity). Then the modes train in
+/// [`ROUNDS`] rounds, taking turns, so that load from other work on the host that comes
+/// and goes falls on every mode alike, not on whichever ran at the time.
 pub fn run(hvd: &Hvd, plan: &Plan) -> Result<Vec<Measured>, String> {
     let (rank, size) = (hvd.rank(), hvd.size());
     let compute = plan.compute.saturating_sub(sleep_overshoot());
-    let mut all = Vec::new();
+    let mut feeds = Vec::new();
     for mode in Mode::ALL {
         let mut feed = match mode {
             Mode::Synthetic => Feed::Synthetic,
@@ -169,13 +173,38 @@ pub fn run(hvd: &Hvd, plan: &Plan) -> Result<Vec<Measured>, String> {
             Mode::Synthetic => None,
             _ => Some(capacity(hvd, plan, &mut feed)?),
         };
-        let mut measured = train(hvd, plan, &mut feed, compute)?;
+        feeds.push((mode, feed, capacity));
+    }
+    let mut timed: Vec<Timed> = feeds.iter().map(|_| Timed::new(hvd)).collect();
+    for (_, feed, _) in &mut feeds {
+        feed.start(1, rank, size)?;
+    }
+    let mut gradients = vec![1e-3f32; plan.gradient_elements.max(1)];
+    for round in 0..ROUNDS {
+        let steps = plan.steps / ROUNDS + usize::from(round < plan.steps % ROUNDS);
+        for ((_, feed, _), timed) in feeds.iter_mut().zip(&mut timed) {
+            let mut train = Train {
+                hvd,
+                plan,
+                feed,
+                compute,
+                gradients: &mut gradients,
+            };
+            train.round(timed, steps)?;
+        }
+    }
+    let mut all = Vec::new();
+    for ((mode, _, capacity), timed) in feeds.into_iter().zip(timed) {
+        let mut measured = timed.finish(hvd, plan)?;
         measured.mode = mode;
         measured.capacity = capacity;
         all.push(measured);
     }
     Ok(all)
 }
+
+/// Rounds of timed training steps, the modes taking turns.
+pub const ROUNDS: usize = 4;
 
 /// Waits for every rank (an allreduce of nothing much), naming what for.
 fn together(hvd: &Hvd, what: &str) -> Result<(), String> {
@@ -216,65 +245,117 @@ fn capacity(hvd: &Hvd, plan: &Plan, feed: &mut Feed) -> Result<f64, String> {
     Ok(images / slowest)
 }
 
-/// Training steps: the batch, the compute (a sleep), the gradients' allreduce.
-fn train(hvd: &Hvd, plan: &Plan, feed: &mut Feed, compute: Duration) -> Result<Measured, String> {
-    let (rank, size) = (hvd.rank(), hvd.size());
-    feed.start(1, rank, size)?;
-    let mut gradients = vec![1e-3f32; plan.gradient_elements.max(1)];
-    let mut clock = hvd::data_stall::step_clock(hvd);
-    let mut images = 0;
-    for step in 0..plan.warmup + plan.steps {
-        if step == plan.warmup {
-            clock.take_steps();
-            together(hvd, "bench.data_gap.train.start")?;
-            clock.restart();
-            images = 0;
+/// One mode's timed steps so far, over every round.
+struct Timed {
+    clock: hvd::data::StepClock,
+    images: usize,
+}
+
+impl Timed {
+    fn new(hvd: &Hvd) -> Self {
+        Timed {
+            clock: hvd::data_stall::step_clock(hvd),
+            images: 0,
         }
-        images += clock.data(|| feed.next(plan.batch, rank))?;
-        std::thread::sleep(compute);
-        gradients = clock
-            .comm(|| hvd.allreduce("bench.data_gap.gradients", gradients, ReduceOp::Average))
-            .map_err(hvd_error)?;
-        clock.step();
     }
-    let seconds: f64 = clock.steps().iter().map(|s| s.wall).sum();
-    let arrivals: Vec<f64> = clock
-        .steps()
-        .iter()
-        .map(|s| (s.wall - s.comm).max(s.data))
-        .collect();
-    let report = hvd::data_stall::epoch_report(hvd, &mut clock).map_err(hvd_error)?;
-    let images = hvd
-        .allreduce("bench.data_gap.images", vec![images as f64], ReduceOp::Sum)
-        .map_err(hvd_error)?[0];
-    let slowest = hvd
-        .allreduce("bench.data_gap.seconds", vec![seconds], ReduceOp::Max)
-        .map_err(hvd_error)?[0];
-    let arrivals = hvd
-        .allgather("bench.data_gap.arrivals", arrivals)
-        .map_err(hvd_error)?;
-    let unaccounted = report
-        .ranks
-        .iter()
-        .map(|r| {
-            if r.wall > 0.0 {
-                (r.unaccounted() / r.wall).abs()
-            } else {
-                0.0
-            }
+
+    /// The mode's measurement from every round's steps.
+    fn finish(self, hvd: &Hvd, plan: &Plan) -> Result<Measured, String> {
+        let Timed { mut clock, images } = self;
+        let size = hvd.size();
+        let seconds: f64 = clock.steps().iter().map(|s| s.wall).sum();
+        let arrivals: Vec<f64> = clock
+            .steps()
+            .iter()
+            .map(|s| (s.wall - s.comm).max(s.data))
+            .collect();
+        let report = hvd::data_stall::epoch_report(hvd, &mut clock).map_err(hvd_error)?;
+        let images = hvd
+            .allreduce("bench.data_gap.images", vec![images as f64], ReduceOp::Sum)
+            .map_err(hvd_error)?[0];
+        let slowest = hvd
+            .allreduce("bench.data_gap.seconds", vec![seconds], ReduceOp::Max)
+            .map_err(hvd_error)?[0];
+        let arrivals = hvd
+            .allgather("bench.data_gap.arrivals", arrivals)
+            .map_err(hvd_error)?;
+        let unaccounted = report
+            .ranks
+            .iter()
+            .map(|r| {
+                if r.wall > 0.0 {
+                    (r.unaccounted() / r.wall).abs()
+                } else {
+                    0.0
+                }
+            })
+            .fold(0.0, f64::max);
+        let steps = report.steps.max(1) as f64;
+        let comm = report.ranks.iter().map(|r| r.own_comm).sum::<f64>() / size as f64 / steps;
+        Ok(Measured {
+            np: size,
+            mode: Mode::Synthetic,
+            images_per_s: images / slowest,
+            capacity: None,
+            batch: plan.batch,
+            data_bound: report.data_bound(),
+            unaccounted,
+            arrivals,
+            comm,
         })
-        .fold(0.0, f64::max);
-    let steps = report.steps.max(1) as f64;
-    let comm = report.ranks.iter().map(|r| r.own_comm).sum::<f64>() / size as f64 / steps;
-    Ok(Measured {
-        np: size,
-        mode: Mode::Synthetic,
-        images_per_s: images / slowest,
-        capacity: None,
-        batch: plan.batch,
-        data_bound: report.data_bound(),
-        unaccounted,
-        arrivals,
-        comm,
-    })
+    }
+}
+
+/// Training steps of one mode: the batch, the compute (a sleep), the gradients'
+/// allreduce.
+struct Train<'a> {
+    hvd: &'a Hvd,
+    plan: &'a Plan,
+    feed: &'a mut Feed,
+    compute: Duration,
+    gradients: &'a mut Vec<f32>,
+}
+
+impl Train<'_> {
+    /// One step; the clock times it when given.
+    fn step(&mut self, clock: Option<&mut hvd::data::StepClock>) -> Result<usize, String> {
+        let rank = self.hvd.rank();
+        let (feed, batch) = (&mut *self.feed, self.plan.batch);
+        let gradients = std::mem::take(self.gradients);
+        let allreduce = |g| {
+            self.hvd
+                .allreduce("bench.data_gap.gradients", g, ReduceOp::Average)
+                .map_err(hvd_error)
+        };
+        let images;
+        *self.gradients = match clock {
+            Some(clock) => {
+                images = clock.data(|| feed.next(batch, rank))?;
+                std::thread::sleep(self.compute);
+                let reduced = clock.comm(|| allreduce(gradients))?;
+                clock.step();
+                reduced
+            }
+            None => {
+                images = feed.next(batch, rank)?;
+                std::thread::sleep(self.compute);
+                allreduce(gradients)?
+            }
+        };
+        Ok(images)
+    }
+
+    /// A round: `plan.warmup` steps that drain what the loader made ahead while the
+    /// other modes ran, then `steps` timed ones.
+    fn round(&mut self, timed: &mut Timed, steps: usize) -> Result<(), String> {
+        for _ in 0..self.plan.warmup {
+            self.step(None)?;
+        }
+        together(self.hvd, "bench.data_gap.train.round")?;
+        timed.clock.restart();
+        for _ in 0..steps {
+            timed.images += self.step(Some(&mut timed.clock))?;
+        }
+        Ok(())
+    }
 }
