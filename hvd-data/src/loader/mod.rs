@@ -181,7 +181,7 @@ impl Loader {
         let tuning = plan(load, limits);
         self.options.threads = tuning.threads;
         self.options.prefetch = tuning.prefetch;
-        self.behind = !tuning.keeps_up();
+        self.behind = priority::behind(self.behind, &tuning);
         if tuning.keeps_up() {
             tracing::info!(
                 threads = tuning.threads,

@@ -16,10 +16,10 @@ use std::str::FromStr;
 /// are the bottleneck, and the cycles the loop's threads spin away are theirs to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum DecodePriority {
-    /// [`Idle`](Self::Idle) while the loader keeps up with the step; [`Nice`](Self::Nice)
-    /// `(10)` from the epoch after a tuning ([`Loader::tune`](super::Loader::tune)) finds
-    /// this rank's share of the cores cannot feed it, where decoding is what the job
-    /// waits for.
+    /// [`Idle`](Self::Idle), until a tuning ([`Loader::tune`](super::Loader::tune))
+    /// finds this rank's share of the cores cannot feed it: the epochs started after it
+    /// run at [`Nice`](Self::Nice)`(10)`, decoding being what the job waits for, until a
+    /// tuning finds 20 % to spare. A loader never tuned (fixed threads) stays idle.
     #[default]
     Auto,
     /// Linux's `SCHED_IDLE`: a decoder runs on a core only while no thread of the loop
@@ -32,6 +32,20 @@ pub enum DecodePriority {
 
 /// The nice steps [`DecodePriority::Auto`] takes when the loader cannot keep up.
 const BEHIND_NICE: u8 = 10;
+
+/// How far capacity must exceed demand before a rank found behind idles again. Decode
+/// times are wall times: idle decoders pushed off their cores by the loop measure slower
+/// than decoders at nice 10, so a rank near the line would otherwise switch every epoch.
+const CAUGHT_UP: f64 = 1.2;
+
+/// Whether a rank is behind after `tuning`, given whether it was.
+pub(crate) fn behind(was_behind: bool, tuning: &super::Tuning) -> bool {
+    if was_behind {
+        tuning.capacity < CAUGHT_UP * tuning.demand
+    } else {
+        !tuning.keeps_up()
+    }
+}
 
 impl DecodePriority {
     /// What an epoch's threads run at, `behind` saying whether the last tuning found
@@ -150,6 +164,22 @@ mod tests {
         assert_eq!(Auto.resolve(true), Nice(10));
         assert_eq!(Idle.resolve(true), Idle);
         assert_eq!(Nice(3).resolve(false), Nice(3));
+    }
+
+    #[test]
+    fn a_rank_found_behind_idles_again_only_well_ahead() {
+        let tuning = |capacity: f64| super::super::Tuning {
+            threads: 1,
+            share: 1,
+            prefetch: 2,
+            threads_needed: 1,
+            capacity,
+            demand: 100.0,
+        };
+        assert!(behind(false, &tuning(99.0)));
+        assert!(!behind(false, &tuning(100.0)));
+        assert!(behind(true, &tuning(110.0)), "not yet well ahead");
+        assert!(!behind(true, &tuning(120.0)));
     }
 
     #[test]

@@ -44,9 +44,10 @@ class NativeLoader:
     threads below the training loop, so on a busy host the loop's own threads (its
     allreduce, the launch of the GPU's work) get a core at once and the decoders take
     what they leave: ``"idle"`` (Linux's ``SCHED_IDLE``), a number of Linux ``nice``
-    steps (0 to 19; 0 keeps them equal), or ``"auto"`` (the default: idle while the
-    loader keeps up, 10 steps down from the iteration after ``autotune`` finds it
-    cannot, where decoding is what the job waits for).
+    steps (0 to 19; 0 keeps them equal), or ``"auto"`` (the default: idle until
+    ``autotune``, as an iteration starts, finds the loader cannot keep up, then 10 steps
+    down, decoding being what the job waits for, until it finds 20 % to spare; without
+    ``autotune`` it stays idle).
 
     ``autotune`` (on unless ``threads`` is given) sets the threads and prefetch as each
     iteration over the loader starts, from the decode rate the loader measured and the
