@@ -133,10 +133,10 @@ impl DataGapArgs {
                 self.compute_ms
             ));
         }
-        // Capacity takes warmup + steps steps of one epoch; training, a warm-up in each
-        // of its rounds and the steps, of the next.
+        // Training takes a warm-up in each of its rounds and the steps of one epoch (the
+        // capacity, one warm-up and the steps of the one before).
         let most = self.np.iter().max().copied().unwrap_or(1);
-        let steps = (self.warmup + self.steps).max(rank::ROUNDS * self.warmup + self.steps);
+        let steps = rank::ROUNDS * self.warmup + self.steps;
         let needed = steps * most * self.batch_size;
         if needed > self.images {
             return Err(format!(

@@ -176,13 +176,20 @@ pub fn run(hvd: &Hvd, plan: &Plan) -> Result<Vec<Measured>, String> {
         feeds.push((mode, feed, capacity));
     }
     let mut timed: Vec<Timed> = feeds.iter().map(|_| Timed::new(hvd)).collect();
-    for (_, feed, _) in &mut feeds {
-        feed.start(1, rank, size)?;
-    }
     let mut gradients = vec![1e-3f32; plan.gradient_elements.max(1)];
+    let modes = feeds.len();
     for round in 0..ROUNDS {
         let steps = plan.steps / ROUNDS + usize::from(round < plan.steps % ROUNDS);
-        for ((_, feed, _), timed) in feeds.iter_mut().zip(&mut timed) {
+        // Each round starts with another mode, so what a loader still makes after its
+        // own round (PyTorch's workers refilling their queue) falls on each mode alike.
+        for turn in 0..modes {
+            let which = (round + turn) % modes;
+            let (_, feed, _) = &mut feeds[which];
+            if round == 0 {
+                // A loader starts filling its queue just before its own first steps,
+                // not during another mode's.
+                feed.start(1, rank, size)?;
+            }
             let mut train = Train {
                 hvd,
                 plan,
@@ -190,7 +197,7 @@ pub fn run(hvd: &Hvd, plan: &Plan) -> Result<Vec<Measured>, String> {
                 compute,
                 gradients: &mut gradients,
             };
-            train.round(timed, steps)?;
+            train.round(&mut timed[which], steps)?;
         }
     }
     let mut all = Vec::new();
