@@ -102,6 +102,7 @@ fn by_default_decoders_idle_until_a_tuning_finds_the_rank_behind() {
     let (ours, policy) = ours();
     assert_eq!(LoaderOptions::default().priority, DecodePriority::Auto);
     let mut auto = loader(DecodePriority::Auto);
+    assert_eq!(auto.decode_priority(), DecodePriority::Idle);
     let idle = (ours, SCHED_IDLE);
     assert_eq!(decoders_at(&mut auto, 2, idle), vec![idle; 2]);
     // A batch takes 8 ms on one thread, a step 1 ms, and the rank has one core: behind.
@@ -112,6 +113,7 @@ fn by_default_decoders_idle_until_a_tuning_finds_the_rank_behind() {
         batch_bytes: 1024,
     };
     assert!(!auto.tune(short, TuneLimits::even(1, 1)).keeps_up());
+    assert_eq!(auto.decode_priority(), DecodePriority::Nice(10));
     let nice = ((ours + 10).min(19), policy);
     assert_eq!(decoders_at(&mut auto, 1, nice), vec![nice; 1]);
     // A step of 8.9 ms: one thread (1000 images/s) just keeps up with 900 images/s, not

@@ -193,7 +193,8 @@ impl PyLoader {
     /// needs (collective: every rank calls it at the same point, the start of an
     /// iteration over the loader): a dict (`threads`,
     /// `share`, `prefetch`, `threads_needed`, `capacity`, `demand` in images a second,
-    /// `keeps_up`), or None until an image and a step were measured. Logs a warning when
+    /// `keeps_up`, and the next epochs' decode `priority`, `"idle"` or nice steps such
+    /// as `"10"`), or None until an image and a step were measured. Logs a warning when
     /// the host cannot keep up.
     fn autotune<'py>(
         &mut self,
@@ -222,6 +223,7 @@ impl PyLoader {
         out.set_item("capacity", tuning.capacity)?;
         out.set_item("demand", tuning.demand)?;
         out.set_item("keeps_up", tuning.keeps_up())?;
+        out.set_item("priority", self.loader.decode_priority().to_string())?;
         Ok(Some(out))
     }
 

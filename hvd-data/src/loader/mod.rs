@@ -138,6 +138,12 @@ impl Loader {
         &self.options
     }
 
+    /// The priority the next epoch's decode threads run at: `options().priority`, with
+    /// [`DecodePriority::Auto`] resolved by the last tuning.
+    pub fn decode_priority(&self) -> DecodePriority {
+        self.options.priority.resolve(self.behind)
+    }
+
     /// What the decode threads made, and their time on it, since the last call (or the
     /// loader's creation).
     pub fn take_decode_rate(&self) -> DecodeRate {
@@ -252,7 +258,7 @@ impl Loader {
             size,
             seed: self.options.seed,
             skip_bad: self.options.skip_bad,
-            priority: self.options.priority.resolve(self.behind),
+            priority: self.decode_priority(),
             meter: Arc::clone(&self.meter),
         });
         let mut epoch = Epoch {

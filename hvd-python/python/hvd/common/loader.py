@@ -57,7 +57,8 @@ class NativeLoader:
     step) and split each host's cores between its ranks in proportion to their needs. ``tuning`` holds
     the last choice: ``threads``, ``share`` (the cores this rank was given),
     ``prefetch``, ``threads_needed``, ``capacity`` and ``demand`` in images a second,
-    ``keeps_up``; a warning says when this rank's share cannot keep up whatever the
+    ``keeps_up``, and ``priority``, what the decode threads run at from then on
+    (``"idle"``, or nice steps such as ``"10"``); a warning says when this rank's share cannot keep up whatever the
     loader does.
 
     ``indices`` holds the sample numbers of the batch last handed over."""
