@@ -97,10 +97,10 @@ fn decode_threads_run_the_chosen_steps_below_the_loops_priority() {
 }
 
 #[test]
-fn by_default_decoders_idle_until_a_tuning_finds_the_rank_behind() {
+fn auto_decoders_idle_until_a_tuning_finds_the_rank_behind() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
     let (ours, policy) = ours();
-    assert_eq!(LoaderOptions::default().priority, DecodePriority::Auto);
+    assert_eq!(LoaderOptions::default().priority, DecodePriority::Nice(10));
     let mut auto = loader(DecodePriority::Auto);
     assert_eq!(auto.decode_priority(), DecodePriority::Idle);
     let idle = (ours, SCHED_IDLE);

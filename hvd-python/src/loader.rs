@@ -57,7 +57,7 @@ impl PyLoader {
     #[pyo3(signature = (
         source, paths, synthetic, *, arrays=None, mean=None, std=None, image_size, batch_size,
         rank, size, train, shuffle_seed, seed, threads, prefetch, skip_bad, timeout,
-        priority="auto"
+        priority="10"
     ))]
     #[allow(clippy::too_many_arguments, reason = "Python's keyword arguments")]
     fn new(

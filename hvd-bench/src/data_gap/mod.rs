@@ -60,8 +60,10 @@ pub struct DataGapArgs {
     /// its ranks).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// hvd's decode threads' priority below the training loop: auto (idle while they
-    /// keep up), idle (Linux's SCHED_IDLE), or Linux nice steps 0 to 19 (0: the same).
+    /// hvd's decode threads' priority below the training loop: auto (idle until a
+    /// tuning finds them behind; the loader's setting for a job whose compute runs on a
+    /// GPU, as the slept compute stands in for one), idle (Linux's SCHED_IDLE), or
+    /// Linux nice steps 0 to 19 (0: the same; 10 is the loader's own default).
     #[arg(long, default_value = "auto")]
     pub priority: hvd::data::DecodePriority,
     /// PyTorch DataLoader worker processes per rank.

@@ -44,10 +44,10 @@ pub struct LoaderOptions {
     pub skip_bad: bool,
     /// The longest wait for one batch before [`Error::Timeout`].
     pub timeout: Duration,
-    /// How the decode threads' CPU time ranks below the training loop's (default
-    /// [`DecodePriority::Auto`]): on a host whose cores are all busy, the loop's threads
-    /// (its allreduce, the launch of the GPU's work) get a core at once, and the
-    /// decoders take what they leave.
+    /// How the decode threads' CPU time ranks below the training loop's (default 10
+    /// `nice` steps; [`DecodePriority::Auto`] for a job whose compute runs on a GPU): on
+    /// a host whose cores are all busy, the loop's threads (its allreduce, the launch of
+    /// the GPU's work) get a core first, and the decoders take what they leave.
     pub priority: DecodePriority,
 }
 
@@ -59,7 +59,7 @@ impl Default for LoaderOptions {
             seed: 0,
             skip_bad: false,
             timeout: Duration::from_secs(60),
-            priority: DecodePriority::Auto,
+            priority: DecodePriority::default(),
         }
     }
 }

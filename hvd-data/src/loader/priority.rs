@@ -9,25 +9,33 @@ use std::str::FromStr;
 /// How the decode threads' CPU time ranks against the training loop's threads.
 ///
 /// Measured on 2 cores with 4 ranks, a loader that keeps up, 10 alternated runs each
-/// (`hvd-bench data-gap --np 4`): against synthetic input the job lost 5.5 % of its
-/// throughput with decoders 10 `nice` steps down and 1.1 % with them idle, almost all of
-/// the difference an allreduce that waited for a core. A loader that cannot keep up
-/// (`--compute-ms 10`) made 7 % fewer images idle than at nice 10: there the decoders
-/// are the bottleneck, and the cycles the loop's threads spin away are theirs to use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// (`hvd-bench data-gap --np 4`, compute slept as a GPU's would be): against synthetic
+/// input the job lost 5.5 % of its throughput with decoders 10 `nice` steps down and
+/// 1.1 % with them idle, almost all of the difference an allreduce that waited for a
+/// core. A loader that cannot keep up (`--compute-ms 10`) made 7 % fewer images idle than
+/// at nice 10. Idle decoders also get nothing while other threads at normal priority keep
+/// every core busy: another job on the host, or compute on the CPU (OpenMP's threads spin
+/// between parallel regions), so the default stays [`Nice`](Self::Nice)`(10)`, and
+/// [`Auto`](Self::Auto) is for jobs whose compute runs on a GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DecodePriority {
     /// [`Idle`](Self::Idle), until a tuning ([`Loader::tune`](super::Loader::tune))
     /// finds this rank's share of the cores cannot feed it: the epochs started after it
     /// run at [`Nice`](Self::Nice)`(10)`, decoding being what the job waits for, until a
     /// tuning finds 20 % to spare. A loader never tuned (fixed threads) stays idle.
-    #[default]
     Auto,
-    /// Linux's `SCHED_IDLE`: a decoder runs on a core only while no thread of the loop
-    /// wants it, and gives it up the moment one wakes.
+    /// Linux's `SCHED_IDLE`: a decoder runs on a core only while no other thread wants
+    /// it, and gives it up the moment one wakes.
     Idle,
     /// This many `nice` steps (0 to 19) below the loop: the decoders take a smaller
-    /// share of a busy core; 0 keeps them equal to the loop.
+    /// share of a busy core; 0 keeps them equal to the loop. The default is 10.
     Nice(u8),
+}
+
+impl Default for DecodePriority {
+    fn default() -> Self {
+        DecodePriority::Nice(10)
+    }
 }
 
 /// The nice steps [`DecodePriority::Auto`] takes when the loader cannot keep up.
@@ -202,6 +210,6 @@ mod tests {
             "low".parse::<DecodePriority>().unwrap_err(),
             "\"low\": expected auto, idle, or the nice steps below the training loop (0 to 19)"
         );
-        assert_eq!(DecodePriority::default(), Auto);
+        assert_eq!(DecodePriority::default(), Nice(10));
     }
 }

@@ -44,10 +44,12 @@ class NativeLoader:
     threads below the training loop, so on a busy host the loop's own threads (its
     allreduce, the launch of the GPU's work) get a core at once and the decoders take
     what they leave: ``"idle"`` (Linux's ``SCHED_IDLE``), a number of Linux ``nice``
-    steps (0 to 19; 0 keeps them equal), or ``"auto"`` (the default: idle until
-    ``autotune``, as an iteration starts, finds the loader cannot keep up, then 10 steps
-    down, decoding being what the job waits for, until it finds 20 % to spare; without
-    ``autotune`` it stays idle).
+    steps (0 to 19, default 10; 0 keeps them equal), or ``"auto"`` for a job whose
+    compute runs on a GPU (idle until ``autotune``, as an iteration starts, finds the
+    loader cannot keep up, then 10 steps down, decoding being what the job waits for,
+    until it finds 20 % to spare; without ``autotune`` it stays idle). Idle decoders get
+    nothing while other threads keep every core busy (another job, or compute on the
+    CPU), hence not the default.
 
     ``autotune`` (on unless ``threads`` is given) sets the threads and prefetch as each
     iteration over the loader starts, from the decode rate the loader measured and the
@@ -66,7 +68,7 @@ class NativeLoader:
     def __init__(self, root=None, *, shards=None, synthetic=None, arrays=None,
                  image_size=None, batch_size=32, train=True, mean=None, std=None,
                  shuffle_seed=0, seed=0, threads=None, prefetch=2, skip_bad=False,
-                 timeout=60.0, autotune=None, priority="auto"):
+                 timeout=60.0, autotune=None, priority=10):
         given = [x is not None for x in (root, shards, synthetic, arrays)]
         if sum(given) != 1:
             raise ValueError(
