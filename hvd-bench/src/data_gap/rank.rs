@@ -202,10 +202,7 @@ pub fn run(hvd: &Hvd, plan: &Plan) -> Result<Vec<Measured>, String> {
     }
     let mut all = Vec::new();
     for ((mode, _, capacity), timed) in feeds.into_iter().zip(timed) {
-        let mut measured = timed.finish(hvd, plan)?;
-        measured.mode = mode;
-        measured.capacity = capacity;
-        all.push(measured);
+        all.push(timed.finish(hvd, plan, mode, capacity)?);
     }
     Ok(all)
 }
@@ -266,8 +263,15 @@ impl Timed {
         }
     }
 
-    /// The mode's measurement from every round's steps.
-    fn finish(self, hvd: &Hvd, plan: &Plan) -> Result<Measured, String> {
+    /// The measurement of `mode`, whose loader alone made `capacity` images a second,
+    /// from every round's steps.
+    fn finish(
+        self,
+        hvd: &Hvd,
+        plan: &Plan,
+        mode: Mode,
+        capacity: Option<f64>,
+    ) -> Result<Measured, String> {
         let Timed { mut clock, images } = self;
         let size = hvd.size();
         let seconds: f64 = clock.steps().iter().map(|s| s.wall).sum();
@@ -301,9 +305,9 @@ impl Timed {
         let comm = report.ranks.iter().map(|r| r.own_comm).sum::<f64>() / size as f64 / steps;
         Ok(Measured {
             np: size,
-            mode: Mode::Synthetic,
+            mode,
             images_per_s: images / slowest,
-            capacity: None,
+            capacity,
             batch: plan.batch,
             data_bound: report.data_bound(),
             unaccounted,
@@ -324,44 +328,34 @@ struct Train<'a> {
 }
 
 impl Train<'_> {
-    /// One step; the clock times it when given.
-    fn step(&mut self, clock: Option<&mut hvd::data::StepClock>) -> Result<usize, String> {
+    /// One step, timed by `clock`.
+    fn step(&mut self, clock: &mut hvd::data::StepClock) -> Result<usize, String> {
         let rank = self.hvd.rank();
         let (feed, batch) = (&mut *self.feed, self.plan.batch);
         let gradients = std::mem::take(self.gradients);
-        let allreduce = |g| {
+        let images = clock.data(|| feed.next(batch, rank))?;
+        std::thread::sleep(self.compute);
+        *self.gradients = clock.comm(|| {
             self.hvd
-                .allreduce("bench.data_gap.gradients", g, ReduceOp::Average)
+                .allreduce("bench.data_gap.gradients", gradients, ReduceOp::Average)
                 .map_err(hvd_error)
-        };
-        let images;
-        *self.gradients = match clock {
-            Some(clock) => {
-                images = clock.data(|| feed.next(batch, rank))?;
-                std::thread::sleep(self.compute);
-                let reduced = clock.comm(|| allreduce(gradients))?;
-                clock.step();
-                reduced
-            }
-            None => {
-                images = feed.next(batch, rank)?;
-                std::thread::sleep(self.compute);
-                allreduce(gradients)?
-            }
-        };
+        })?;
+        clock.step();
         Ok(images)
     }
 
     /// A round: `plan.warmup` steps that drain what the loader made ahead while the
     /// other modes ran, then `steps` timed ones.
     fn round(&mut self, timed: &mut Timed, steps: usize) -> Result<(), String> {
+        // The warm-up's steps go on a clock of their own that nobody reads.
+        let mut warmup = hvd::data::StepClock::new();
         for _ in 0..self.plan.warmup {
-            self.step(None)?;
+            self.step(&mut warmup)?;
         }
         together(self.hvd, "bench.data_gap.train.round")?;
         timed.clock.restart();
         for _ in 0..steps {
-            timed.images += self.step(Some(&mut timed.clock))?;
+            timed.images += self.step(&mut timed.clock)?;
         }
         Ok(())
     }
