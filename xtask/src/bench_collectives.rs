@@ -6,7 +6,8 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::measure::{
-    JsonLines, Series, Sweep, add, fmt_us, hvd_rows, median, mpi_rows, mpirun, run_capture, speedup,
+    JsonLines, PAIRED, Series, Sweep, add, fmt_us, hvd_rows, median, mpi_rows, mpirun,
+    paired_speedup, run_capture, runs,
 };
 
 /// The collectives besides allreduce, as hvd-bench and the MPI peer name them.
@@ -37,7 +38,7 @@ pub(crate) fn tables(
             }
         }
         println!(
-            "\n### {op}, {np} ranks, loopback (median of {repeats} alternating runs; speed-up = Open MPI time / hvd time)\n"
+            "\n### {op}, {np} ranks, loopback (median of {repeats} alternating runs; speed-up = Open MPI time / hvd time; {PAIRED})\n"
         );
         println!("| size | hvd TCP | Open MPI TCP | speed-up |");
         println!("|---|---|---|---|");
@@ -47,7 +48,7 @@ pub(crate) fn tables(
                 "| {bytes} | {} | {} | {} |",
                 fmt_us(m(&hvd)),
                 fmt_us(m(&ompi)),
-                speedup(m(&ompi), m(&hvd))
+                paired_speedup(runs(&ompi, *bytes), runs(&hvd, *bytes))
             );
         }
         if let Some(json) = json.as_deref_mut() {

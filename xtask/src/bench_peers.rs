@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::measure::{
-    JsonLines, Series, Sweep, add, fmt_us, hvd_rows, median, mpi_rows, mpirun, options,
-    run_capture, speedup,
+    JsonLines, PAIRED, Series, Sweep, add, fmt_us, hvd_rows, median, mpi_rows, mpirun, options,
+    paired_speedup, run_capture, runs,
 };
 use crate::workspace_root;
 
@@ -198,7 +198,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             }
         }
         println!(
-            "\n### allreduce, f32 sum, {np} ranks, loopback (median of {} alternating runs; speed-up = peer time / hvd time)\n",
+            "\n### allreduce, f32 sum, {np} ranks, loopback (median of {} alternating runs; speed-up = peer time / hvd time; {PAIRED})\n",
             o.repeats
         );
         println!(
@@ -212,12 +212,12 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 "| {bytes} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 fmt_us(h),
                 fmt_us(m(&tcp)),
-                speedup(m(&tcp), h),
+                paired_speedup(runs(&tcp, *bytes), runs(&hvd, *bytes)),
                 fmt_us(hs),
                 fmt_us(m(&shm)),
-                speedup(m(&shm), hs),
+                paired_speedup(runs(&shm, *bytes), runs(&hvd_shm, *bytes)),
                 fmt_us(m(&gloo)),
-                speedup(m(&gloo), h)
+                paired_speedup(runs(&gloo, *bytes), runs(&hvd, *bytes))
             );
         }
         if let Some(json) = &mut json {

@@ -168,6 +168,29 @@ pub(crate) fn speedup(peer: Option<f64>, hvd: Option<f64>) -> String {
     }
 }
 
+/// The speed-up of the medians of alternating runs, and in brackets in how many pairs of
+/// runs side by side hvd was the faster (`1.16x (4/5)`): a median ratio near 1.0 from
+/// runs that split 2/5 or 3/5 is noise on the host, not a difference between the two.
+pub(crate) fn paired_speedup(peer: Option<&[f64]>, hvd: Option<&[f64]>) -> String {
+    match (peer, hvd) {
+        (Some(peer), Some(hvd)) if !peer.is_empty() && !hvd.is_empty() => {
+            let pairs = peer.len().min(hvd.len());
+            let faster = peer.iter().zip(hvd).filter(|(p, h)| p > h).count();
+            format!("{} ({faster}/{pairs})", speedup(median(peer), median(hvd)))
+        }
+        _ => "-".into(),
+    }
+}
+
+/// The runs' medians of `bytes` in `series`, in the order they ran.
+pub(crate) fn runs(series: &Series, bytes: usize) -> Option<&[f64]> {
+    series.get(&bytes).map(Vec::as_slice)
+}
+
+/// What the brackets of [`paired_speedup`] count, for a table's caption.
+pub(crate) const PAIRED: &str =
+    "in brackets, the pairs of runs side by side in which hvd was the faster";
+
 /// `s` as a JSON string.
 fn json_string(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
@@ -241,6 +264,20 @@ impl JsonLines {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_paired_speedup_counts_the_pairs_hvd_won() {
+        let peer = [10.0, 12.0, 9.0, 30.0, 11.0];
+        let hvd = [8.0, 13.0, 10.0, 7.0, 10.0];
+        assert_eq!(paired_speedup(Some(&peer), Some(&hvd)), "1.10x (3/5)");
+        assert_eq!(
+            paired_speedup(Some(&peer[..2]), Some(&hvd)),
+            "1.20x (1/2)",
+            "a run that failed on one side leaves fewer pairs"
+        );
+        assert_eq!(paired_speedup(None, Some(&hvd)), "-");
+        assert_eq!(paired_speedup(Some(&[]), Some(&hvd)), "-");
+    }
 
     #[test]
     fn json_rows_hold_the_median_and_the_repeats() {
