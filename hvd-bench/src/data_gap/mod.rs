@@ -14,6 +14,7 @@
 
 mod cluster;
 mod dataset;
+mod python;
 mod rank;
 mod result;
 mod torch;

@@ -11,35 +11,13 @@ use std::time::Duration;
 /// The script a rank's Python process runs.
 const SCRIPT: &str = include_str!("torch_loader.py");
 
-/// The variable that names the Python to use, as `--python` does.
-pub const PYTHON_ENV: &str = "HVD_BENCH_PYTHON";
-
-/// The Python to try: `--python`, else `HVD_BENCH_PYTHON`, else the project's virtual
-/// environment (`HVD_VENV`, else `~/.cache/hvd-venv`), else `python3` on the path.
-pub fn candidate(flag: Option<&Path>) -> PathBuf {
-    if let Some(path) = flag {
-        return path.to_path_buf();
-    }
-    if let Some(path) = std::env::var_os(PYTHON_ENV) {
-        return path.into();
-    }
-    // The project's virtual environment, where its Python tests run: HVD_VENV, else
-    // ~/.cache/hvd-venv.
-    let venv = std::env::var_os("HVD_VENV")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/hvd-venv")));
-    if let Some(python) = venv.map(|v| v.join("bin/python"))
-        && python.is_file()
-    {
-        return python;
-    }
-    "python3".into()
-}
+use super::python::MODULES;
+pub use super::python::candidate;
 
 /// `python` if it imports torch, torchvision and Pillow, else why not.
 pub fn check(python: &Path) -> Result<PathBuf, String> {
     let out = Command::new(python)
-        .args(["-c", "import torch, torchvision, PIL"])
+        .args(["-c", &format!("import {}", MODULES.join(", "))])
         .stdin(Stdio::null())
         .output()
         .map_err(|e| format!("{} cannot run: {e}", python.display()))?;
