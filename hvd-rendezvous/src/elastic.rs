@@ -113,8 +113,8 @@ impl Assignment {
 
     /// Reads an assignment; garbage is a protocol error naming the field.
     pub fn decode(bytes: &[u8]) -> Result<Assignment> {
-        let report = |reason| Error::Store(format!("elastic assignment: {reason}"));
-        let mut r = Reader::reporting(bytes, "elastic assignment", report);
+        // The reader names the message itself.
+        let mut r = Reader::reporting(bytes, "elastic assignment", Error::Store);
         let a = Assignment {
             rank: r.usize("rank")?,
             size: r.usize("size")?,
@@ -249,7 +249,10 @@ mod tests {
                 .to_string()
                 .starts_with("store: elastic assignment: an inconsistent one")
         );
-        assert!(Assignment::decode(b"\x01").is_err());
+        assert_eq!(
+            Assignment::decode(b"\x01").unwrap_err().to_string(),
+            "store: elastic assignment: truncated: expected 8 bytes for the rank, 1 left"
+        );
     }
 
     #[test]

@@ -319,8 +319,9 @@ mod tests {
         layout.push(DType::U8, &mut output);
         layout.push_shared(DType::U8, &input);
         assert!(layout.write(0, &[7, 7]).is_ok());
-        assert!(layout.write(1, &[7, 7]).is_err());
-        assert!(layout.scatter(2..4).is_err());
+        let read_only = "a received frame targets the read-only input of the call";
+        assert_eq!(layout.write(1, &[7, 7]).unwrap_err().to_string(), read_only);
+        assert_eq!(layout.scatter(2..4).unwrap_err().to_string(), read_only);
     }
 
     #[test]

@@ -125,8 +125,8 @@ impl TensorState {
 
     /// Makes the entries those of `manifest`: missing ones as zeros, others dropped.
     fn follow(&mut self, manifest: &[u8], rank: usize) -> Result<()> {
-        let report = |reason| Error::Store(format!("elastic state manifest: {reason}"));
-        let mut r = Reader::reporting(manifest, "elastic state manifest", report);
+        // The reader names the message itself.
+        let mut r = Reader::reporting(manifest, "elastic state manifest", Error::Store);
         let mut entries = Entries::new();
         // Each entry takes at least its name's length, a dtype and a length.
         for _ in 0..r.count("entries", 13)? {
@@ -260,6 +260,9 @@ mod tests {
         newcomer.follow(&root.manifest(), 1).unwrap();
         assert_eq!(newcomer.names().collect::<Vec<_>>(), ["momentum", "w"]);
         assert_eq!(newcomer.get::<f32>("momentum"), Some(vec![0.0, 0.0]));
-        assert!(newcomer.follow(b"\x01\x00", 1).is_err());
+        assert_eq!(
+            newcomer.follow(b"\x01\x00", 1).unwrap_err().to_string(),
+            "store: elastic state manifest: truncated: expected 4 bytes for the number of entries, 2 left"
+        );
     }
 }
