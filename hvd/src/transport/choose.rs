@@ -188,6 +188,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        not(any(feature = "mpi", feature = "shm", feature = "gloo-tcp")),
+        ignore = "no host transport compiled in"
+    )]
     fn a_job_that_names_none_gets_the_first_transport_that_claims_it() {
         if cfg!(feature = "mpi") {
             assert_eq!(
