@@ -291,6 +291,47 @@ fn a_rank_killed_by_a_signal_gives_128_plus_the_signal() {
     assert_none_left(marker);
 }
 
+#[test]
+fn a_process_left_holding_a_ranks_output_does_not_hold_up_the_verdict() {
+    let marker = "30.0505";
+    let started = Instant::now();
+    // Rank 0 leaves a process in a session of its own holding its stderr, then fails.
+    let out = hvdrun(&[
+        "-np",
+        "2",
+        "sh",
+        "-c",
+        &format!(
+            "if [ \"$HVD_RANK\" = 0 ]; then setsid sleep {marker} >/dev/null & exit 3; fi; sleep {marker}"
+        ),
+    ]);
+    let took = started.elapsed();
+    // Not left running for the next test, whatever happened.
+    for pid in pids_with(marker) {
+        kill(pid, libc::SIGKILL);
+    }
+    assert!(took < Duration::from_secs(20), "took {took:?}");
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(
+        text(&out.stderr),
+        "hvdrun: rank 0 exited, but a process it started outside its process group (setsid, a daemon) still holds its output open; hvdrun stops waiting for that output\n\
+         hvdrun: rank 0 failed first (exit code 3); the other rank was stopped. It wrote nothing to stderr.\n"
+    );
+}
+
+/// The pids of the processes with `marker` in their command line.
+fn pids_with(marker: &str) -> Vec<libc::pid_t> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let pid = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            text(&cmdline).contains(marker).then_some(pid)
+        })
+        .collect()
+}
+
 /// The pid of the process whose environment has `HVD_RANK=rank` and `marker`.
 fn rank_pid(marker: &str, rank: usize) -> Option<libc::pid_t> {
     let wanted = format!("HVD_RANK={rank}");

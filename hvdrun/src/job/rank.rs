@@ -26,6 +26,8 @@ pub(super) const POLL: Duration = Duration::from_millis(10);
 
 /// One started rank.
 pub(crate) struct Rank {
+    /// Its rank, or an elastic worker's `host:slot`.
+    label: String,
     pub child: Child,
     /// The host, for a job of several hosts.
     pub host: Option<String>,
@@ -152,6 +154,7 @@ impl Job {
             readers.push(stderr.pump(pipe));
         }
         Ok(Rank {
+            label: label.to_owned(),
             child,
             host: launch.multi_host.then(|| host.name.clone()),
             over_ssh: remote,
@@ -228,16 +231,47 @@ fn stop_within<'r>(
         sleep(POLL);
     }
     for rank in ranks.iter_mut() {
-        // Also reaches what a rank started and left behind, which would hold its pipes.
+        // Also reaches what a rank started and left behind in its group, which would
+        // hold its pipes.
         interrupt::signal_group(rank.child.id(), libc::SIGKILL);
+    }
+    // A process killed in the kernel (a hung driver or network file system) is reaped
+    // only once it leaves it, and a process a rank started in a session of its own keeps
+    // the rank's output open: neither may keep the launcher from reporting.
+    let deadline = Instant::now() + AFTER_KILL;
+    let settled = |ranks: &mut Vec<&mut Rank>| {
+        reap(ranks.iter_mut().map(|r| &mut **r))
+            && ranks
+                .iter()
+                .all(|r| r.readers.iter().all(|t| t.is_finished()))
+    };
+    while !settled(&mut ranks) && Instant::now() < deadline {
+        sleep(POLL);
+    }
+    for rank in ranks.iter_mut() {
         if rank.status.is_none() {
-            rank.status = rank.child.wait().ok();
+            eprintln!(
+                "hvdrun: rank {} did not exit within {}s of SIGKILL (held in the kernel by a device driver or a network file system?); hvdrun stops waiting for it",
+                rank.label,
+                AFTER_KILL.as_secs()
+            );
         }
-        for reader in rank.readers.drain(..) {
+        let (done, open): (Vec<_>, Vec<_>) = rank.readers.drain(..).partition(|t| t.is_finished());
+        for reader in done {
             let _ = reader.join();
+        }
+        if !open.is_empty() && rank.status.is_some() {
+            eprintln!(
+                "hvdrun: rank {} exited, but a process it started outside its process group (setsid, a daemon) still holds its output open; hvdrun stops waiting for that output",
+                rank.label
+            );
         }
     }
 }
+
+/// How long the launcher waits, after SIGKILL, for a rank to be reaped and its output
+/// to close.
+const AFTER_KILL: Duration = Duration::from_secs(5);
 
 /// Notes the exit of each rank that has ended since it was last looked at; true when
 /// every one has.
