@@ -85,7 +85,7 @@ pub enum TimeUnit {
 
 /// The longest duration accepted: anything longer means "never", and could not be added
 /// to the clock to make a deadline.
-const MAX_DURATION: std::time::Duration = std::time::Duration::from_secs(10 * 365 * 24 * 3600);
+pub const MAX_DURATION: std::time::Duration = std::time::Duration::from_secs(10 * 365 * 24 * 3600);
 
 /// Parses a duration: a number with an optional unit (`us`, `ms`, `s`, `m`, `h`), at most ten
 /// years; a bare number is in `bare` units. `name` is what the value came from, for the

@@ -229,6 +229,21 @@ fn output_filename_writes_each_rank_to_its_own_files() {
 }
 
 #[test]
+fn a_duration_past_ten_years_is_refused_before_any_rank_starts() {
+    for (flag, value) in [("--grace", "1e19"), ("--start-timeout", "3.2e11")] {
+        let out = hvdrun(&[flag, value, "-np", "1", "true"]);
+        assert_eq!(out.status.code(), Some(1), "{flag} {value}");
+        assert_eq!(
+            text(&out.stderr),
+            format!(
+                "hvdrun: {flag} {}: expected a number of seconds from 0 to ten years\n",
+                value.parse::<f64>().unwrap()
+            )
+        );
+    }
+}
+
+#[test]
 fn an_output_directory_that_cannot_be_made_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("a-file");

@@ -3,6 +3,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use hvd_core::units::MAX_DURATION;
+
 /// Hosts that failed, each kept out for a cooldown that doubles with every failure,
 /// from the least to the most of the range: a host that fails once returns soon, one
 /// that keeps failing waits longer and longer, and none is kept out for good.
@@ -37,7 +39,7 @@ impl Blacklist {
             host.to_owned(),
             Charge {
                 failures,
-                until: now + cooldown,
+                until: now + cooldown.min(MAX_DURATION),
             },
         );
         cooldown

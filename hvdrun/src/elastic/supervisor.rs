@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
+use hvd_core::units::MAX_DURATION;
 use hvd_core::{MemoryStore, PrefixStore, Result, Store};
 use hvd_rendezvous::elastic::round::{Candidate, assign, order};
 use hvd_rendezvous::elastic::{
@@ -613,7 +614,8 @@ impl Supervisor<'_> {
             // Longer than hvdrun's own wait, so that hvdrun decides and says why.
             (
                 "HVD_ELASTIC_TIMEOUT".into(),
-                (self.elastic.timeout + WORKER_PATIENCE)
+                (self.elastic.timeout.saturating_add(WORKER_PATIENCE))
+                    .min(MAX_DURATION)
                     .as_secs_f64()
                     .to_string(),
             ),

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::{JoinHandle, sleep};
 use std::time::{Duration, Instant};
 
+use hvd_core::units::MAX_DURATION;
 use hvd_core::{Error, Result};
 use hvd_rendezvous::STORE_ADDR_VAR;
 
@@ -226,7 +227,8 @@ fn stop_within<'r>(
     } else {
         Duration::ZERO
     };
-    let deadline = Instant::now() + grace + margin;
+    // A library caller's grace is not bounded as the command line's is.
+    let deadline = Instant::now() + grace.saturating_add(margin).min(MAX_DURATION);
     while !reap(ranks.iter_mut().map(|r| &mut **r)) && Instant::now() < deadline {
         sleep(POLL);
     }

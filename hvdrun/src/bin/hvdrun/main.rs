@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use hvd_core::units::MAX_DURATION;
 use hvdrun::elastic::{Elastic, HostSource};
 use hvdrun::{Host, Job, JobOutcome, Output, Ssh, hostfile_named_by, parse_hostfile, parse_hosts};
 
@@ -103,7 +104,9 @@ fn ssh(cli: &Cli) -> Ssh {
 
 fn seconds(flag: &str, secs: f64) -> Result<Duration, String> {
     Duration::try_from_secs_f64(secs)
-        .map_err(|_| format!("--{flag} {secs}: expected a number of seconds, 0 or more"))
+        .ok()
+        .filter(|d| *d <= MAX_DURATION)
+        .ok_or_else(|| format!("--{flag} {secs}: expected a number of seconds from 0 to ten years"))
 }
 
 fn run(cli: &Cli) -> Result<JobOutcome, String> {
