@@ -9,8 +9,9 @@ use zune_png::PngDecoder;
 
 use crate::source::Encoding;
 
-/// The largest side decoded: a corrupt header claiming more would cost gigabytes.
-const MAX_SIDE: usize = 1 << 14;
+/// The largest side of an image decoded, made or loaded: a corrupt header claiming more
+/// would cost gigabytes.
+pub const MAX_SIDE: usize = 1 << 14;
 
 /// Pixels row after row, `channels` values each (interleaved): bytes, or native-endian
 /// `f32`s when `float`.

@@ -52,6 +52,7 @@ pub mod source;
 pub mod stall;
 
 pub use augment::{Augment, Crop, IMAGENET_MEAN, IMAGENET_STD};
+pub use decode::MAX_SIDE;
 pub use error::{Error, Result};
 pub use hvd_core::sampler::ElasticSampler;
 pub use loader::{

@@ -230,8 +230,35 @@ fn settings_out_of_range_are_refused_by_name() {
     );
     assert_eq!(
         err(options(1, 1), Augment::train(0)),
-        "invalid Augment::size: 0: images need at least one pixel"
+        "invalid Augment::size: 0: images need at least one pixel, and at most 16384 a side"
     );
+    assert_eq!(
+        err(options(1, 1), Augment::train(1 << 20)),
+        "invalid Augment::size: 1048576: images need at least one pixel, and at most 16384 a side"
+    );
+    assert_eq!(
+        err(options(1025, 1), Augment::train(4)),
+        "invalid LoaderOptions::threads: 1025: at most 1024"
+    );
+    assert_eq!(
+        err(options(1, 1 << 40), Augment::train(4)),
+        "invalid LoaderOptions::prefetch: 1099511627776: at most 1024"
+    );
+    for (timeout, shown) in [
+        (std::time::Duration::ZERO, "0ns"),
+        (std::time::Duration::from_secs(1 << 40), "1099511627776s"),
+    ] {
+        let options = LoaderOptions {
+            timeout,
+            ..options(1, 1)
+        };
+        assert_eq!(
+            err(options, Augment::train(4)),
+            format!(
+                "invalid LoaderOptions::timeout: {shown}: more than nothing, at most ten years"
+            )
+        );
+    }
     let nice = LoaderOptions {
         priority: DecodePriority::Nice(20),
         ..options(1, 1)

@@ -8,10 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hvd::DType;
+use hvd::core::units::MAX_DURATION;
 use hvd::data::source::{Encoding, Sample};
 use hvd::data::{
     Augment, Batch, DecodePriority, ElasticSampler, Epoch, ImageFolder, InMemory, Loader,
-    LoaderOptions, Source, StepTimes, Synthetic, TarShards, TuneLimits, host_cores,
+    LoaderOptions, MAX_SIDE, Source, StepTimes, Synthetic, TarShards, TuneLimits, host_cores,
 };
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -96,6 +97,11 @@ impl PyLoader {
             ("folder", [root], _, _) => Box::new(ImageFolder::open(root).map_err(to_py)?),
             ("shards", [_, ..], _, _) => Box::new(TarShards::open(&paths).map_err(to_py)?),
             ("synthetic", _, Some((n, w, h, classes)), _) => {
+                if w.max(h) as usize > MAX_SIDE {
+                    return Err(PyValueError::new_err(format!(
+                        "synthetic images of {w} x {h}: at most {MAX_SIDE} a side"
+                    )));
+                }
                 Box::new(Synthetic::new(n, w, h, classes))
             }
             _ => {
@@ -112,11 +118,14 @@ impl PyLoader {
                  the rank must be below the size"
             )));
         }
-        if !(timeout.is_finite() && timeout > 0.0) {
-            return Err(PyValueError::new_err(format!(
-                "timeout {timeout}: a number of seconds above 0"
-            )));
-        }
+        let timeout = Duration::try_from_secs_f64(timeout)
+            .ok()
+            .filter(|t| !t.is_zero() && *t <= MAX_DURATION)
+            .ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "timeout {timeout}: a number of seconds above 0, at most ten years"
+                ))
+            })?;
         // By default, this host's cores split evenly between its ranks.
         let threads = match threads {
             Some(threads) => threads,
@@ -127,7 +136,7 @@ impl PyLoader {
             prefetch,
             seed,
             skip_bad,
-            timeout: Duration::from_secs_f64(timeout),
+            timeout,
             priority,
         };
         let len = source.len();

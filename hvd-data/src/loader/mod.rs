@@ -15,6 +15,7 @@ use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use hvd_core::sampler::ElasticSampler;
+use hvd_core::units::MAX_DURATION;
 
 pub use batch::Batch;
 use buffer::BatchBuffer;
@@ -26,6 +27,7 @@ pub use tune::{Load, TuneLimits, Tuning, host_cores, plan, share_cores};
 use worker::Job;
 
 use crate::augment::Augment;
+use crate::decode::MAX_SIDE;
 use crate::source::Source;
 use crate::stall::StepTimes;
 use crate::{Error, Result};
@@ -82,6 +84,9 @@ pub struct Loader {
     behind: bool,
 }
 
+/// The most decode threads, and batches prepared ahead, a loader takes.
+pub const MAX_THREADS_OR_PREFETCH: usize = 1024;
+
 impl Loader {
     pub fn new(
         source: impl Source + 'static,
@@ -106,11 +111,35 @@ impl Loader {
                 "0: at least one batch must be prepared ahead",
             );
         }
+        // Beyond these, the buffers' allocation fails and takes the process with it.
+        for (name, value) in [
+            ("LoaderOptions::threads", options.threads),
+            ("LoaderOptions::prefetch", options.prefetch),
+        ] {
+            if value > MAX_THREADS_OR_PREFETCH {
+                return invalid(name, &format!("{value}: at most {MAX_THREADS_OR_PREFETCH}"));
+            }
+        }
+        if options.timeout.is_zero() || options.timeout > MAX_DURATION {
+            return invalid(
+                "LoaderOptions::timeout",
+                &format!(
+                    "{:?}: more than nothing, at most ten years",
+                    options.timeout
+                ),
+            );
+        }
         if let Some(reason) = options.priority.invalid() {
             return invalid("LoaderOptions::priority", &reason);
         }
-        if augment.size == 0 {
-            return invalid("Augment::size", "0: images need at least one pixel");
+        if augment.size == 0 || augment.size as usize > MAX_SIDE {
+            return invalid(
+                "Augment::size",
+                &format!(
+                    "{}: images need at least one pixel, and at most {MAX_SIDE} a side",
+                    augment.size
+                ),
+            );
         }
         if let Some((name, reason)) = augment.invalid() {
             return invalid(name, &reason);

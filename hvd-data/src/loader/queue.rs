@@ -133,7 +133,8 @@ impl Queue {
 
     /// Waits for step `step`, at most `timeout`.
     pub fn take(&self, step: usize, timeout: Duration) -> Result<BatchBuffer> {
-        let deadline = Instant::now() + timeout;
+        // Loader::new bounds the timeout; a deadline past the clock's end is never.
+        let deadline = Instant::now().checked_add(timeout);
         let mut state = self.lock();
         loop {
             if let Some(filled) = state.done.remove(&step) {
@@ -146,7 +147,8 @@ impl Queue {
                 });
             }
             let now = Instant::now();
-            if now >= deadline {
+            let left = deadline.map_or(POLL, |d| d.saturating_duration_since(now));
+            if left.is_zero() {
                 return Err(Error::Timeout {
                     step,
                     seconds: timeout.as_secs_f64(),
@@ -154,7 +156,7 @@ impl Queue {
             }
             state = self
                 .filled
-                .wait_timeout(state, POLL.min(deadline - now))
+                .wait_timeout(state, POLL.min(left))
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         }

@@ -120,7 +120,8 @@ for bad, message in [
         (dict(arrays=(grey, classes), std=0.0), "std [0.0]: deviations must be above 0"),
         (dict(arrays=grey), "arrays is (images, labels)"),
         (dict(arrays=(grey, [0.5] * N)), "arrays' label 0.5: give one integer a sample"),
-        (dict(synthetic=(8, 8, 8, 2), mean=0.5), "mean and std are for arrays")]:
+        (dict(synthetic=(8, 8, 8, 2), mean=0.5), "mean and std are for arrays"),
+        (dict(synthetic=(8, 100000, 8, 2)), "synthetic images of 100000 x 8: at most 16384 a side")]:
     try:
         hvd.data.DataLoader(**bad)
     except ValueError as e:
@@ -131,6 +132,8 @@ for bad, message in [
 for bad, message in [(dict(batch_size=0), "batch_size 0"),
                      (dict(threads=0), "LoaderOptions::threads"),
                      (dict(timeout=-1), "timeout -1"),
+                     (dict(timeout=1e20), "a number of seconds above 0, at most ten years"),
+                     (dict(prefetch=10**12), "LoaderOptions::prefetch: 1000000000000: at most"),
                      (dict(priority=20), "priority nice 20: Linux's nice steps go from 0"),
                      (dict(priority=-1), 'priority "-1": expected auto, idle, or the nice'),
                      (dict(priority="low"), 'priority "low": expected auto, idle, or the'),
