@@ -111,6 +111,11 @@ impl TcpStore {
         let conn = &mut *conn;
         let seq = conn.seq;
         conn.seq += 1;
+        // A server that is alive but stopped (SIGSTOP, swapped out) takes no bytes: a
+        // large request would wait in the kernel for ever.
+        conn.stream
+            .set_write_timeout(Some(self.request_wait + self.answer_grace))
+            .map_err(|e| failed("setting a timeout", &e))?;
         write_frame(
             &mut conn.stream,
             &self.secret,

@@ -245,6 +245,46 @@ fn a_get_without_a_deadline_still_fails_when_the_server_goes_silent() {
 }
 
 #[test]
+fn a_large_request_to_a_server_that_stopped_reading_fails_in_time() {
+    // Greets and answers the hello, then takes no more bytes until told to go: a server
+    // stopped by SIGSTOP or swapped out.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (done, finished) = std::sync::mpsc::channel::<()>();
+    let serve = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let nonce = [7u8; NONCE_BYTES];
+        stream.write_all(MAGIC).unwrap();
+        stream.write_all(&nonce).unwrap();
+        read_frame(&mut stream, SECRET, Direction::Request, &nonce, MAX_BODY).unwrap();
+        let hello = Response::Done.encode(0);
+        write_frame(&mut stream, SECRET, Direction::Response, &nonce, &hello).unwrap();
+        let _ = finished.recv_timeout(Duration::from_secs(30));
+    });
+    let store = TcpStore::connect(&addr.to_string(), SECRET, Duration::from_secs(10))
+        .unwrap()
+        .with_limits(Duration::from_millis(100), Duration::from_millis(200));
+    let started = std::time::Instant::now();
+    let err = store
+        .set("weights", &vec![0u8; MAX_BODY - 1024])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        err.starts_with(&format!(
+            "store: rendezvous server {addr}: sending a request: "
+        )),
+        "{err}"
+    );
+    done.send(()).unwrap();
+    serve.join().unwrap();
+}
+
+#[test]
 fn a_long_get_is_asked_in_parts_and_still_sees_the_key_set_late() {
     let server = server();
     let waiter = Arc::new(
