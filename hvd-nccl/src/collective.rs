@@ -403,14 +403,20 @@ fn unique_id(
         store.set(&key, &bytes)?;
         return Ok(id);
     }
-    let bytes = store.get(&key, config.start_timeout).map_err(|_| Error::Timeout {
-        rank,
-        op: "connect",
-        tensor: "NCCL communicator".into(),
-        waited: config.start_timeout,
-        waiting_for: format!(
-            "rank 0 to publish the NCCL unique id under '{key}' in the store (not started, crashed, or given another store?)"
-        ),
+    let bytes = store.get(&key, config.start_timeout).map_err(|e| {
+        // A store that failed (its server gone) is that, not a wait for rank 0.
+        if !hvd_core::store::timed_out(&e) {
+            return e;
+        }
+        Error::Timeout {
+            rank,
+            op: "connect",
+            tensor: "NCCL communicator".into(),
+            waited: config.start_timeout,
+            waiting_for: format!(
+                "rank 0 to publish the NCCL unique id under '{key}' in the store (not started, crashed, or given another store?)"
+            ),
+        }
     })?;
     let internal: [u8; 128] = bytes.as_slice().try_into().map_err(|_| Error::Protocol {
         rank,

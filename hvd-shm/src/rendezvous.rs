@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use hvd_core::store;
 use hvd_core::{Error, Result, Store};
 
 use crate::config::{MAX_SLOT_BYTES, MIN_SLOT_BYTES};
@@ -141,7 +142,10 @@ impl Joiner<'_> {
         let key = self.key();
         loop {
             let left = self.timeout.saturating_sub(started.elapsed());
-            let bytes = self.store.get(&key, left).map_err(|_| {
+            let bytes = self.store.get(&key, left).map_err(|e| {
+                if !store::timed_out(&e) {
+                    return e;
+                }
                 self.timeout_error(
                     format!("rank 0 to create the shared-memory segment: it never published '{key}' in the store (not started, crashed, or given another store?)"),
                 )
@@ -244,5 +248,68 @@ mod tests {
         assert_eq!(Record::decode(b"hvd-shm-x 1 4096 more"), None);
         assert_eq!(Record::decode(b"hvd-shm-x 1 18446744073709551615"), None);
         assert_eq!(Record::decode(&[0xff, 0xfe]), None);
+    }
+
+    /// A store whose server is gone: every call fails at once.
+    struct Gone;
+
+    impl Store for Gone {
+        fn set(&self, _: &str, _: &[u8]) -> Result<()> {
+            Err(Gone::error())
+        }
+        fn get(&self, _: &str, _: Duration) -> Result<Vec<u8>> {
+            Err(Gone::error())
+        }
+        fn try_get(&self, _: &str) -> Result<Option<Vec<u8>>> {
+            Err(Gone::error())
+        }
+        fn add(&self, _: &str, _: i64) -> Result<i64> {
+            Err(Gone::error())
+        }
+        fn delete(&self, _: &str) -> Result<bool> {
+            Err(Gone::error())
+        }
+    }
+
+    impl Gone {
+        fn error() -> Error {
+            Error::Store("the server closed the connection (has the launcher exited?)".into())
+        }
+    }
+
+    #[test]
+    fn a_store_that_fails_is_reported_as_such_not_as_a_wait_for_rank_0() {
+        let joiner = Joiner {
+            store: &Gone,
+            prefix: "g",
+            rank: 1,
+            size: 2,
+            job_id: "job",
+            slot_bytes: MIN_SLOT_BYTES,
+            timeout: Duration::from_secs(30),
+        };
+        let started = Instant::now();
+        let error = joiner.join().err().unwrap().to_string();
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(error, Gone::error().to_string());
+    }
+
+    #[test]
+    fn a_store_that_times_out_is_a_wait_for_rank_0() {
+        let store = hvd_core::MemoryStore::new();
+        let joiner = Joiner {
+            store: &store,
+            prefix: "g",
+            rank: 1,
+            size: 2,
+            job_id: "job",
+            slot_bytes: MIN_SLOT_BYTES,
+            timeout: Duration::from_millis(50),
+        };
+        let error = joiner.join().err().unwrap().to_string();
+        assert!(
+            error.contains("rank 0 to create the shared-memory segment: it never published"),
+            "{error}"
+        );
     }
 }

@@ -72,8 +72,16 @@ pub(crate) fn parse_counter(key: &str, bytes: &[u8]) -> Result<i64> {
 /// The error of a `get` that ran out of time, the same from every store.
 pub fn timeout_error(key: &str, timeout: Duration) -> crate::Error {
     crate::Error::Store(format!(
-        "timed out after {timeout:?} waiting for key '{key}': no rank has set it"
+        "{TIMED_OUT}{timeout:?} waiting for key '{key}': no rank has set it"
     ))
+}
+
+const TIMED_OUT: &str = "timed out after ";
+
+/// Whether `error` is a `get` that ran out of time ([`timeout_error`]), rather than a
+/// store that failed: only the first may be reported as waiting for the key's writer.
+pub fn timed_out(error: &crate::Error) -> bool {
+    matches!(error, crate::Error::Store(message) if message.starts_with(TIMED_OUT))
 }
 
 /// When a wait for a key ends. A timeout too long to represent as an instant (such as
