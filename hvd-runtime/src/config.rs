@@ -108,21 +108,25 @@ impl Config {
                 expected: "none, fp16 or bf16".into(),
             })?;
         }
+        // 0 turns either off, as Horovod's 0 does.
         if let Some(t) = duration(
             &["STALL_CHECK_TIME", "STALL_CHECK_TIME_SECONDS"],
             TimeUnit::Seconds,
         )? {
-            config.stall_check = Some(t);
+            config.stall_check = Some(t).filter(|t| !t.is_zero());
         }
         if let Some(t) = duration(
             &["STALL_SHUTDOWN_TIME", "STALL_SHUTDOWN_TIME_SECONDS"],
             TimeUnit::Seconds,
         )? {
-            config.stall_shutdown = Some(t);
+            config.stall_shutdown = Some(t).filter(|t| !t.is_zero());
         }
+        // Silences the warnings only. Jobs set it because one rank legitimately runs
+        // ahead for minutes (evaluation, a checkpoint); the shutdown then still ends a
+        // rank that truly diverged, with an error naming the tensor and the ranks that
+        // never submitted it, where Horovod's disabled check would wait for ever.
         if flag("STALL_CHECK_DISABLE")? {
             config.stall_check = None;
-            config.stall_shutdown = None;
         }
         config.autotune = flag("AUTOTUNE")?;
         config.autotune_log = env::lookup("AUTOTUNE_LOG").map(|(_, path)| PathBuf::from(path));

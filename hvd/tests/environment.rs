@@ -142,6 +142,17 @@ fn configuration_takes_units_aliases_and_names_bad_values() {
     );
     assert_eq!(
         child_with("print_config", &[("HOROVOD_STALL_CHECK_DISABLE", "1")]),
+        "HVD_CYCLE_TIME          1ms | HVD_CACHE_CAPACITY      1024 | HVD_FUSION_THRESHOLD    128M | HVD_COMPRESSION         none | HVD_STALL_CHECK_TIME    off | HVD_STALL_SHUTDOWN_TIME 300s",
+        "the warnings go; a rank that diverged is still failed in the end"
+    );
+    assert_eq!(
+        child_with(
+            "print_config",
+            &[
+                ("HOROVOD_STALL_CHECK_DISABLE", "1"),
+                ("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "0")
+            ]
+        ),
         "HVD_CYCLE_TIME          1ms | HVD_CACHE_CAPACITY      1024 | HVD_FUSION_THRESHOLD    128M | HVD_COMPRESSION         none | HVD_STALL_CHECK_TIME    off | HVD_STALL_SHUTDOWN_TIME off"
     );
     assert_eq!(

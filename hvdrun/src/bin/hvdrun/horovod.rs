@@ -66,7 +66,7 @@ pub struct HorovodFlags {
     pub timeline_mark_cycles: bool,
     #[arg(long, hide = true)]
     pub no_timeline_mark_cycles: bool,
-    /// Turn the stall inspector off (HVD_STALL_CHECK_DISABLE=1).
+    /// Turn the stall warnings off; the stall shutdown stays (HVD_STALL_CHECK_DISABLE=1).
     #[arg(long, overrides_with = "stall_check")]
     pub no_stall_check: bool,
     #[arg(long, hide = true)]
