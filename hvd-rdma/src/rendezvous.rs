@@ -181,6 +181,21 @@ pub(crate) fn exchange(
                 value_b: record.provider,
             });
         }
+        // libfabric reads an address of its provider's own length from what it is
+        // given: a shorter one would be read past its end.
+        if record.address.len() != mine.address.len() {
+            return Err(Error::Protocol {
+                rank,
+                peer: format!("rank {peer}"),
+                reason: format!(
+                    "its libfabric address under '{}' is {} bytes, where {}'s are {}",
+                    key(prefix, peer),
+                    record.address.len(),
+                    mine.provider,
+                    mine.address.len()
+                ),
+            });
+        }
         records.push(record);
     }
     Ok(records)
@@ -285,6 +300,29 @@ mod tests {
         assert_eq!(
             text,
             Err("rank 1: connect of tensor 'rendezvous' timed out after 50ms waiting for rank 2 to publish its libfabric address under 'rdma/addr/<rank>'".into())
+        );
+    }
+
+    #[test]
+    fn an_address_of_another_length_is_refused_before_libfabric_reads_it() {
+        let store = Arc::new(MemoryStore::new());
+        let short = Record {
+            address: vec![1],
+            ..record("shm", "a")
+        };
+        store.set(&key("rdma", 0), &short.encode()).ok();
+        let error = exchange(
+            store.as_ref(),
+            "rdma",
+            1,
+            2,
+            &record("shm", "a"),
+            Duration::from_secs(1),
+        );
+        let text = error.map(|_| ()).map_err(|e| e.to_string());
+        assert_eq!(
+            text,
+            Err("rank 1: protocol error from rank 0: its libfabric address under 'rdma/addr/0' is 1 bytes, where shm's are 4".into())
         );
     }
 
