@@ -177,6 +177,34 @@ fn dropping_an_epoch_midway_stops_its_threads_promptly() {
 }
 
 #[test]
+fn a_thread_stuck_in_a_read_does_not_hold_up_the_end_of_its_epoch() {
+    let source = Gate {
+        inner: Synthetic::new(8, 8, 8, 2),
+        open: Arc::new(AtomicBool::new(false)),
+        delay: Duration::from_secs(5),
+    };
+    let sampler = ElasticSampler::new(8, 4);
+    let timeout = Duration::from_millis(200);
+    let options = LoaderOptions {
+        timeout,
+        ..options(1, 1)
+    };
+    let mut loader = Loader::new(source, Augment::train(4), options).unwrap();
+    let epoch = loader.epoch(&sampler, 0, 1).unwrap();
+    // Let the thread start its first read.
+    std::thread::sleep(Duration::from_millis(50));
+    let started = Instant::now();
+    drop(epoch);
+    let took = started.elapsed();
+    assert!(
+        took >= timeout && took < Duration::from_secs(3),
+        "took {took:?}"
+    );
+    // The loader goes on, with a new buffer for the one the stuck thread holds.
+    assert_eq!(loader.epoch(&sampler, 0, 1).unwrap().steps(), 2);
+}
+
+#[test]
 fn a_batch_that_takes_too_long_is_a_timeout_naming_the_step() {
     let source = Gate {
         inner: Synthetic::new(8, 8, 8, 2),

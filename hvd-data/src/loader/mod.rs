@@ -12,7 +12,7 @@ mod worker;
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hvd_core::sampler::ElasticSampler;
 use hvd_core::units::MAX_DURATION;
@@ -371,10 +371,32 @@ impl Epoch {
 impl Drop for Epoch {
     fn drop(&mut self) {
         self.queue.stop();
-        for thread in self.threads.drain(..) {
+        // Each thread finishes the sample it is on. One whose read never returns (a hung
+        // network file system) is left to finish on its own after the loader's timeout:
+        // the epoch's end, and Python's interpreter, must not wait on it.
+        let deadline = Instant::now().checked_add(self.timeout);
+        while self.threads.iter().any(|t| !t.is_finished())
+            && deadline.is_none_or(|d| Instant::now() < d)
+        {
+            thread::sleep(STOP_POLL);
+        }
+        let (done, stuck): (Vec<_>, Vec<_>) = self.threads.drain(..).partition(|t| t.is_finished());
+        for thread in done {
             // A panic was already turned into an error or counted in `exited`.
             let _ = thread.join();
+        }
+        if !stuck.is_empty() {
+            tracing::warn!(
+                "{} decode thread(s) still on a sample {:?} after the epoch ended (a read \
+                 that does not return: a hung network file system?); they are left to \
+                 finish on their own, and the next epoch makes new buffers for theirs",
+                stuck.len(),
+                self.timeout
+            );
         }
         self.queue.drain();
     }
 }
+
+/// How often a stopping epoch looks whether its decode threads are done.
+const STOP_POLL: Duration = Duration::from_millis(1);
