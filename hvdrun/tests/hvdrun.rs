@@ -229,6 +229,21 @@ fn output_filename_writes_each_rank_to_its_own_files() {
 }
 
 #[test]
+fn an_argument_that_is_not_text_is_refused_by_position() {
+    use std::os::unix::ffi::OsStrExt;
+    let out = Command::new(HVDRUN)
+        .args(["-np", "1", "cat"])
+        .arg(std::ffi::OsStr::from_bytes(b"data-\xff.bin"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr),
+        "hvdrun: argument 4 (data-\u{fffd}.bin) is not UTF-8 text, which hvdrun cannot pass on to its ranks\n"
+    );
+}
+
+#[test]
 fn a_duration_past_ten_years_is_refused_before_any_rank_starts() {
     for (flag, value) in [("--grace", "1e19"), ("--start-timeout", "3.2e11")] {
         let out = hvdrun(&[flag, value, "-np", "1", "true"]);

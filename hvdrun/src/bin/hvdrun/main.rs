@@ -22,7 +22,14 @@ fn main() -> ExitCode {
         eprintln!("hvdrun: {e}");
         return ExitCode::from(2);
     }
-    let cli = Cli::parse_from(cli::mpirun_style(std::env::args()));
+    let args = match text_args() {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("hvdrun: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let cli = Cli::parse_from(cli::mpirun_style(args));
     if cli.check_build {
         print!("{}", check::build_report());
         return ExitCode::SUCCESS;
@@ -100,6 +107,21 @@ fn ssh(cli: &Cli) -> Ssh {
         identity: cli.ssh_identity.clone(),
         options: cli.ssh_options.clone(),
     }
+}
+
+/// The command line, every argument as text: the ranks' command is passed on as text.
+fn text_args() -> Result<Vec<String>, String> {
+    std::env::args_os()
+        .enumerate()
+        .map(|(i, arg)| {
+            arg.into_string().map_err(|arg| {
+                format!(
+                    "argument {i} ({}) is not UTF-8 text, which hvdrun cannot pass on to its ranks",
+                    arg.to_string_lossy()
+                )
+            })
+        })
+        .collect()
 }
 
 fn seconds(flag: &str, secs: f64) -> Result<Duration, String> {
