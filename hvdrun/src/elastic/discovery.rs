@@ -52,6 +52,15 @@ fn run_script(path: &Path) -> Result<String> {
         .stderr(Stdio::inherit())
         .spawn()
         .map_err(|e| Error::io(what(), &e))?;
+    // Read while it runs: a script that prints more than a pipe holds would otherwise
+    // wait for a reader that waits for it to exit.
+    let (printed, output) = std::sync::mpsc::channel();
+    if let Some(mut stdout) = child.stdout.take() {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = printed.send(stdout.read_to_string(&mut text).map(|_| text));
+        });
+    }
     let deadline = Instant::now() + SCRIPT_TIMEOUT;
     let status = loop {
         if let Some(status) = child.try_wait().map_err(|e| Error::io(what(), &e))? {
@@ -68,12 +77,20 @@ fn run_script(path: &Path) -> Result<String> {
         }
         std::thread::sleep(Duration::from_millis(5));
     };
-    let mut output = String::new();
-    if let Some(mut stdout) = child.stdout.take() {
-        stdout
-            .read_to_string(&mut output)
-            .map_err(|e| Error::io(what(), &e))?;
-    }
+    // Its output ends when every process holding it has closed it, which one it left
+    // running in the background may never do.
+    let output = match output.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        Ok(read) => read.map_err(|e| Error::io(what(), &e))?,
+        Err(_) => {
+            return Err(Error::Io {
+                context: what(),
+                message: format!(
+                    "it exited, but a process it left running still held its output open {SCRIPT_TIMEOUT:?} after it started (redirect a background command's output)"
+                ),
+                kind: std::io::ErrorKind::TimedOut,
+            });
+        }
+    };
     if !status.success() {
         return Err(Error::Io {
             context: what(),
@@ -189,6 +206,32 @@ mod tests {
             source.discover().unwrap_err().to_string(),
             format!(
                 "running the host discovery script {}: it exited with exit status: 3",
+                script.display()
+            )
+        );
+        // More than a pipe holds: read while it runs, not after.
+        std::fs::write(&script, "#!/bin/sh\nseq 20000 | sed 's/.*/host-&:1/'\n").unwrap();
+        assert_eq!(source.discover().unwrap().len(), 20000);
+    }
+
+    #[test]
+    fn a_script_whose_background_process_holds_its_output_is_named_in_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("hosts.sh");
+        std::fs::write(&script, "#!/bin/sh\nsleep 12.0707 &\necho localhost:2\n").unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let source = HostSource::Script {
+            path: script.clone(),
+            slots_per_host: None,
+        };
+        let started = Instant::now();
+        let error = source.discover().unwrap_err().to_string();
+        assert!(started.elapsed() < SCRIPT_TIMEOUT + Duration::from_secs(1));
+        assert_eq!(
+            error,
+            format!(
+                "running the host discovery script {}: it exited, but a process it left running still held its output open 10s after it started (redirect a background command's output)",
                 script.display()
             )
         );
