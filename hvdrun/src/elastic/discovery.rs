@@ -43,15 +43,31 @@ impl HostSource {
     }
 }
 
+/// Starts the script. "Text file busy" is tried again for a while: a script being
+/// rewritten (by configuration management, or a test) is busy for as long as any process
+/// forked meanwhile still holds the writer's descriptor, until that process execs.
+fn spawn_script(path: &Path) -> std::io::Result<std::process::Child> {
+    let mut tries = 0;
+    loop {
+        let started = Command::new(path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn();
+        match started {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Runs the script and returns what it printed; a failure names the script.
 fn run_script(path: &Path) -> Result<String> {
     let what = || format!("running the host discovery script {}", path.display());
-    let mut child = Command::new(path)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .map_err(|e| Error::io(what(), &e))?;
+    let mut child = spawn_script(path).map_err(|e| Error::io(what(), &e))?;
     // Read while it runs: a script that prints more than a pipe holds would otherwise
     // wait for a reader that waits for it to exit.
     let (printed, output) = std::sync::mpsc::channel();
