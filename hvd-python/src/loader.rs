@@ -140,10 +140,15 @@ impl PyLoader {
             priority,
         };
         let len = source.len();
+        let global_batch = batch_size.checked_mul(size).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "batch_size {batch_size} on {size} ranks: the global batch is past any dataset"
+            ))
+        })?;
         let loader = Loader::new(source, augment, options).map_err(to_py)?;
         Ok(PyLoader {
             loader,
-            sampler: ElasticSampler::new(len, batch_size * size).seed(shuffle_seed),
+            sampler: ElasticSampler::new(len, global_batch).seed(shuffle_seed),
             rank,
             size,
             epoch: None,

@@ -15,7 +15,7 @@ use hvd::rendezvous::elastic::{
     waiting_key,
 };
 use hvd::rendezvous::{StoreServer, lost_by};
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::errors::to_py;
@@ -64,7 +64,14 @@ impl ElasticRounds {
     /// hvdrun places its workers and publishes the round. Returns its number.
     fn form(&self, members: Vec<(String, String)>) -> PyResult<u64> {
         let store = self.store();
-        let next = current_round(store.as_ref()).map_err(to_py)? + 1;
+        let next = current_round(store.as_ref())
+            .map_err(to_py)?
+            .checked_add(1)
+            .ok_or_else(|| {
+                PyRuntimeError::new_err(
+                    "elastic.round in the store is at its largest value: the store holds garbage",
+                )
+            })?;
         let candidates: Vec<Candidate> = members
             .into_iter()
             .map(|(id, host)| Candidate { id, host })

@@ -96,7 +96,8 @@ pub fn parse_hostfile(path: &Path) -> Result<Vec<Host>> {
         })?;
         let slots = slots.unwrap_or(1);
         match hosts.iter_mut().find(|h| h.name == name) {
-            Some(host) => host.slots += slots,
+            // Saturates: a sum past any machine is refused by -np's check, not a panic.
+            Some(host) => host.slots = host.slots.saturating_add(slots),
             None => hosts.push(Host {
                 name: name.into(),
                 slots,

@@ -101,7 +101,7 @@ pub fn parse_hosts(spec: &str) -> Result<Vec<Host>> {
 
 /// Places `np` ranks on `hosts` in order; an error when they lack the slots.
 pub fn place(hosts: &[Host], np: usize) -> Result<Vec<Placement>> {
-    let total: usize = hosts.iter().map(|h| h.slots).sum();
+    let total = hosts.iter().map(|h| h.slots).fold(0, usize::saturating_add);
     if np > total {
         let listed: Vec<String> = hosts
             .iter()

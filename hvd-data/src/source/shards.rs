@@ -101,7 +101,8 @@ fn index_shard(shard: usize, path: &Path) -> Result<Vec<Member>> {
             })?;
             part.label = Some(label);
         } else if let Some(encoding) = image_encoding(extension) {
-            let end = entry.raw_file_position() + entry.size();
+            // A corrupt header's size may be near u64::MAX: saturate, and be cut short.
+            let end = entry.raw_file_position().saturating_add(entry.size());
             if end > file_len {
                 return Err(Error::source(
                     path,
