@@ -48,6 +48,11 @@ impl<T> Handle<T> {
         }
     }
 
+    /// The name of the tensor (or control operation, such as `hvd.join`) it waits for.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// Whether the operation has completed (successfully or not).
     pub fn poll(&self) -> bool {
         self.slot.is_complete()

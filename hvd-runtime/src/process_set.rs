@@ -545,12 +545,13 @@ impl ProcessSet {
         let Some(timeout) = timeout else {
             return Waited::Done(handle.wait());
         };
+        let tensor = handle.name().to_owned();
         match handle.wait_timeout(timeout) {
             Ok(outcome) => Waited::Done(outcome),
             Err(_) => Waited::GaveUp(Error::Timeout {
                 rank: self.global_rank,
                 op,
-                tensor: String::new(),
+                tensor,
                 waited: timeout,
                 waiting_for: format!(
                     "every member of process set {} (ranks {:?}) to {what_others_do}; it \

@@ -246,12 +246,12 @@ fn control_operations_give_up_at_their_timeout_naming_the_set() {
     let (outcome, joined) = &results[0];
     assert_eq!(
         outcome,
-        "rank 0: barrier timed out after 200ms waiting for every member of process set 0 (ranks [0, 1, 2]) to reach the barrier; it stays pending, and the stall warning (HVD_STALL_CHECK_TIME) names the ranks still missing\n\
-         rank 0: add_process_set timed out after 200ms waiting for every member of process set 0 (ranks [0, 1, 2]) to call add_process_set; it stays pending, and the stall warning (HVD_STALL_CHECK_TIME) names the ranks still missing"
+        "rank 0: barrier of tensor 'hvd.barrier.0' timed out after 200ms waiting for every member of process set 0 (ranks [0, 1, 2]) to reach the barrier; it stays pending, and the stall warning (HVD_STALL_CHECK_TIME) names the ranks still missing\n\
+         rank 0: add_process_set of tensor 'hvd.add_process_set.0' timed out after 200ms waiting for every member of process set 0 (ranks [0, 1, 2]) to call add_process_set; it stays pending, and the stall warning (HVD_STALL_CHECK_TIME) names the ranks still missing"
     );
     assert_eq!(
         joined,
-        "rank 0: join timed out after 100ms waiting for every member of process set 0 (ranks [0, 1, 2]) to join; it stays pending, and the stall warning (HVD_STALL_CHECK_TIME) names the ranks still missing"
+        "rank 0: join of tensor 'hvd.join' timed out after 100ms waiting for every member of process set 0 (ranks [0, 1, 2]) to join; it stays pending, and the stall warning (HVD_STALL_CHECK_TIME) names the ranks still missing"
     );
     assert_eq!(results[1].1, "1");
 }
