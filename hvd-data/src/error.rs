@@ -22,11 +22,15 @@ pub enum Error {
     Config { name: &'static str, reason: String },
     /// The decode threads gave no batch within the loader's timeout.
     #[error(
-        "no batch for step {step} within {seconds:.1} s: the decode threads are stuck or far \
-         too slow (raise LoaderOptions::timeout if single samples take this long), or the \
-         training loop holds every batch buffer (drop batches once used)"
+        "rank {rank}: no batch for step {step} within {seconds:.1} s: the decode threads are \
+         stuck or far too slow (raise LoaderOptions::timeout if single samples take this \
+         long), or the training loop holds every batch buffer (drop batches once used)"
     )]
-    Timeout { step: usize, seconds: f64 },
+    Timeout {
+        rank: usize,
+        step: usize,
+        seconds: f64,
+    },
     /// The ranks' step times cannot be compared (different step counts, bad values).
     #[error("stall attribution: {0}")]
     Stall(String),

@@ -228,7 +228,7 @@ fn a_batch_that_takes_too_long_is_a_timeout_naming_the_step() {
     assert!(matches!(err, Error::Timeout { step: 0, .. }), "{err:?}");
     assert!(
         err.to_string()
-            .starts_with("no batch for step 0 within 0.1 s"),
+            .starts_with("rank 0: no batch for step 0 within 0.1 s"),
         "{err}"
     );
     open.store(true, Ordering::SeqCst);

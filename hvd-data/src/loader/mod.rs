@@ -291,6 +291,7 @@ impl Loader {
             meter: Arc::clone(&self.meter),
         });
         let mut epoch = Epoch {
+            rank,
             sample: {
                 let side = self.augment.size as usize;
                 [self.augment.channels as usize, side, side]
@@ -329,6 +330,8 @@ impl Loader {
 /// it is dropped).
 #[derive(Debug)]
 pub struct Epoch {
+    /// The rank whose share of the epoch this is, for errors.
+    rank: usize,
     queue: Arc<Queue>,
     threads: Vec<JoinHandle<()>>,
     next: usize,
@@ -348,7 +351,7 @@ impl Epoch {
         }
         let step = self.next;
         self.next += 1;
-        let buffer = self.queue.take(step, self.timeout)?;
+        let buffer = self.queue.take(self.rank, step, self.timeout)?;
         self.skipped += buffer.skipped;
         Ok(Some(Batch {
             buffer: Some(buffer),

@@ -131,8 +131,8 @@ impl Queue {
         self.lock().stop
     }
 
-    /// Waits for step `step`, at most `timeout`.
-    pub fn take(&self, step: usize, timeout: Duration) -> Result<BatchBuffer> {
+    /// Waits for step `step` of rank `rank`'s epoch, at most `timeout`.
+    pub fn take(&self, rank: usize, step: usize, timeout: Duration) -> Result<BatchBuffer> {
         // Loader::new bounds the timeout; a deadline past the clock's end is never.
         let deadline = Instant::now().checked_add(timeout);
         let mut state = self.lock();
@@ -150,6 +150,7 @@ impl Queue {
             let left = deadline.map_or(POLL, |d| d.saturating_duration_since(now));
             if left.is_zero() {
                 return Err(Error::Timeout {
+                    rank,
                     step,
                     seconds: timeout.as_secs_f64(),
                 });
