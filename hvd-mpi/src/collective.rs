@@ -12,6 +12,7 @@ use crate::comm::{Comm, address, address_mut, in_place};
 use crate::config::MpiConfig;
 use crate::library::{Library, ThreadLevel};
 use crate::types::{datatype, operation};
+use crate::watchdog::Watch;
 
 /// One rank's member of a group of ranks connected by MPI (backend name `"mpi"`).
 pub struct MpiCollective {
@@ -34,9 +35,19 @@ impl MpiCollective {
     /// never mixes with the program's own). Initialises MPI unless the program has.
     pub fn world(config: MpiConfig) -> Result<MpiCollective> {
         let library = Library::get()?;
+        // The duplicate is collective over the world: a rank that never starts hvd would
+        // leave the others in it for ever, so it is watched like every later call.
+        let mut world_rank: c_int = 0;
+        {
+            let _serial = library.serialize();
+            // SAFETY: MPI is initialised; COMM_WORLD is predefined; a local query.
+            unsafe { ffi::MPI_Comm_rank(ffi::RSMPI_COMM_WORLD, &mut world_rank) };
+        }
+        let watch = Watch::register(usize::try_from(world_rank).unwrap_or(0), config.timeout)?;
         // SAFETY: as in Comm::split.
         let mut dup: ffi::MPI_Comm = unsafe { std::mem::zeroed() };
         let code = {
+            let _running = watch.begin("connect", "MPI_COMM_WORLD");
             let _serial = library.serialize();
             // SAFETY: MPI is initialised; COMM_WORLD is predefined; `dup` receives the copy.
             unsafe { ffi::MPI_Comm_dup(ffi::RSMPI_COMM_WORLD, &mut dup) }

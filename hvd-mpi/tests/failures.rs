@@ -95,3 +95,41 @@ fn an_mpi_error_comes_back_as_an_error_naming_the_call() {
         job.output
     );
 }
+
+#[test]
+fn a_rank_that_never_starts_hvd_ends_the_job_naming_the_world() {
+    if mpirun::rank_body() {
+        let rank = std::env::var("OMPI_COMM_WORLD_RANK").or_else(|_| std::env::var("PMI_RANK"));
+        if rank.as_deref() == Ok("0") {
+            let world =
+                MpiCollective::world(MpiConfig::default().with_timeout(Duration::from_secs(2)));
+            println!("UNREACHABLE: the world was made: {}", world.is_ok());
+        } else {
+            // In MPI, but never in hvd: the program went another way.
+            // SAFETY: initialises MPI once, with no arguments.
+            unsafe { mpi::ffi::MPI_Init(std::ptr::null_mut(), std::ptr::null_mut()) };
+            std::thread::sleep(Duration::from_secs(60));
+        }
+        return;
+    }
+    let job = mpirun::job(
+        "a_rank_that_never_starts_hvd_ends_the_job_naming_the_world",
+        2,
+        &[],
+        Duration::from_secs(60),
+    );
+    assert!(
+        job.status.is_some_and(|s| !s.success()) && !job.output.contains("UNREACHABLE"),
+        "{:?}:\n{}",
+        job.status,
+        job.output
+    );
+    assert!(
+        job.output.contains(
+            "hvd-mpi: rank 0: connect of tensor 'MPI_COMM_WORLD' timed out after 2s waiting for every rank of the MPI communicator to make the same call"
+        ),
+        "{}",
+        job.output
+    );
+    assert!(job.took < Duration::from_secs(30), "took {:?}", job.took);
+}
