@@ -1,6 +1,6 @@
 //! Operations that move data without reducing it, one slot's worth per step.
 
-use hvd_core::Result;
+use hvd_core::{Error, Result};
 
 use crate::allreduce::Part;
 use crate::copy::copy;
@@ -88,6 +88,34 @@ pub(crate) fn allgather(
     Ok(())
 }
 
+/// Checks the splits every rank put in its slot: the first pair, in rank order, where one
+/// rank sends other than the other expects. Every rank checks all of them alike, so all
+/// return the same error at the same step and the group stays in step.
+fn agreed_splits(steps: &Lockstep, tensor: &str) -> Result<()> {
+    let size = steps.size();
+    let read = |peer: usize, i: usize| {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(&steps.slot(peer)[i * 8..i * 8 + 8]);
+        u64::from_le_bytes(bytes)
+    };
+    for from in 0..size {
+        for to in (0..size).filter(|to| *to != from) {
+            let (sent, room) = (read(from, to), read(to, size + from));
+            if sent != room {
+                return Err(Error::Mismatch {
+                    property: "alltoall splits",
+                    tensor: tensor.into(),
+                    rank_a: from,
+                    value_a: format!("{sent} bytes for rank {to}"),
+                    rank_b: to,
+                    value_b: format!("room for {room} bytes from rank {from}"),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Sends block `r` of `input` to rank `r` and receives block `r` of `output` from it:
 /// a first step agrees on the longest block; then step `c` carries bytes
 /// `c * region ..` of every block, block `r` in region `r` of the sender's slot.
@@ -109,6 +137,16 @@ pub(crate) fn alltoall(
         &input[send[rank].clone()],
     );
     let longest_sent = send.iter().map(|b| b.len()).max().unwrap_or(0);
+    // Every block's size, sent and expected, goes in the first step's slot (16 bytes a
+    // rank: 4 KiB at the most ranks, the smallest slot), so that a rank expecting other
+    // than what is sent to it is an error on every rank rather than bytes cut or stale.
+    let splits_fit = 16 * size <= steps.slot_bytes();
+    if splits_fit {
+        let slot = steps.slot_mut();
+        for (i, block) in send.iter().chain(receive).enumerate() {
+            slot[i * 8..i * 8 + 8].copy_from_slice(&(block.len() as u64).to_le_bytes());
+        }
+    }
     steps.sync(
         &call,
         Desc {
@@ -116,6 +154,9 @@ pub(crate) fn alltoall(
             ..Desc::new(call.op, 0)
         },
     )?;
+    if splits_fit {
+        agreed_splits(steps, tensor)?;
+    }
     let longest = (0..size).map(|p| steps.value(p)).max().unwrap_or(0);
     let count = usize::try_from(longest.div_ceil(region as u64)).unwrap_or(usize::MAX);
     for c in 0..count {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use hvd_core::{Collective, MemoryStore, ReduceOp, Reduction, Store, TensorMut};
+use hvd_core::{Collective, MemoryStore, ReduceOp, Reduction, Store, Tensor, TensorMut};
 use hvd_shm::{ShmCollective, ShmConfig};
 use hvd_testkit::{scenarios, threads};
 
@@ -225,6 +225,45 @@ fn mismatched_calls_are_named_on_every_rank_and_the_group_goes_on() {
             2
         )
     );
+}
+
+#[test]
+fn alltoall_splits_that_disagree_are_named_on_every_rank_and_the_group_goes_on() {
+    let groups = connect_all("splits", 2, |_| ());
+    let outcomes: Vec<(String, i32)> = thread::scope(|scope| {
+        let handles: Vec<_> = groups
+            .iter()
+            .enumerate()
+            .map(|(rank, group)| {
+                scope.spawn(move || {
+                    // Rank 0 sends rank 1 four bytes; rank 1 expects six.
+                    let recv = if rank == 1 { [6, 4] } else { [4, 4] };
+                    let input = vec![rank as u8; 8];
+                    let mut output = vec![0u8; recv.iter().sum()];
+                    let split = group
+                        .alltoall(
+                            &Tensor::from_slice("a2a", &input),
+                            &[4, 4],
+                            &mut TensorMut::from_slice("a2a", &mut output),
+                            &recv,
+                        )
+                        .unwrap_err()
+                        .to_string();
+                    let mut one = [1i32];
+                    group
+                        .allreduce(
+                            &mut [TensorMut::from_slice("one", &mut one)],
+                            Reduction::new(ReduceOp::Sum),
+                        )
+                        .unwrap();
+                    (split, one[0])
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let named = "Mismatched alltoall splits for tensor 'a2a': rank 0 has 4 bytes for rank 1, rank 1 has room for 6 bytes from rank 0";
+    assert_eq!(outcomes, [(named.into(), 2), (named.into(), 2)]);
 }
 
 /// A crashed job's record and segment are in the store when a new job starts in it: the
