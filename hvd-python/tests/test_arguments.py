@@ -79,6 +79,7 @@ def test_build_probes_say_what_this_build_and_machine_have():
             hvd.rocm_built(), hvd.ddl_built(), hvd.ccl_built()) == (
                 True, False, torch_nccl(), False, False, False, False)
     assert hvd.gloo_enabled() and not hvd.mpi_enabled() and hvd.is_homogeneous()
+    assert hvd.transport() == "shm"
     with pytest.raises(ValueError) as e:
         hvd.mpi_threads_supported()
     assert str(e.value) == ("MPI is not enabled: this build of hvd's Python front has no MPI "

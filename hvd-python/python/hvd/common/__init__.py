@@ -49,6 +49,7 @@ from hvd.common.basics import (  # noqa: F401
     size,
     start_timeline,
     stop_timeline,
+    transport,
 )
 from hvd.common.ops import Adasum, Average, Max, Min, Product, ReduceOp, Sum  # noqa: F401
 from hvd.common.process_sets import (  # noqa: F401

@@ -101,6 +101,13 @@ def gloo_enabled():
     return is_initialized() and _hvd.transport() != "mpi"
 
 
+def transport():
+    """The transport the running job got: ``shm``, ``tcp``, ``hierarchical``, ``mpi`` or
+    ``rdma``; CUDA tensors go through NCCL beside it when NCCL loaded. An error before
+    ``init``."""
+    return _hvd.transport()
+
+
 def mpi_built():
     """Whether this build has hvd's MPI transport (the Python wheel has not)."""
     return "mpi" in _hvd.built_transports()
