@@ -196,9 +196,17 @@ impl Endpoint {
     /// Fills the address vector with every rank's address, in rank order.
     pub(crate) fn insert(&mut self, names: &[Vec<u8>]) -> Result<()> {
         let mut addresses = vec![sys::FI_ADDR_UNSPEC; names.len()];
+        // libfabric reads as many bytes as its provider's addresses take (a string one up
+        // to its NUL) from what it is given: a peer's record that is shorter than this
+        // rank's own address is padded with zeros, so nothing is read past its end.
+        let own = self.name()?.len();
         for (name, address) in names.iter().zip(&mut addresses) {
-            // SAFETY: `name` is an address this provider produced with fi_getname.
-            let inserted = unsafe { sys::fi_av_insert(self.av, name.as_ptr().cast(), 1, address) };
+            let mut padded = name.clone();
+            padded.resize(name.len().max(own) + 1, 0);
+            // SAFETY: `padded` holds at least as many bytes as this provider's own address
+            // and ends in a NUL.
+            let inserted =
+                unsafe { sys::fi_av_insert(self.av, padded.as_ptr().cast(), 1, address) };
             if inserted != 1 {
                 return Err(self.error(
                     "fi_av_insert",
