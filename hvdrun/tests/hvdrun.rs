@@ -244,6 +244,25 @@ fn an_argument_that_is_not_text_is_refused_by_position() {
 }
 
 #[test]
+fn the_ranks_wait_for_each_other_as_long_as_hvdrun_waits_for_them() {
+    let echo = ["sh", "-c", "echo $HVD_START_TIMEOUT"];
+    let out = hvdrun(&[&["--start-timeout", "7.5", "-np", "1"][..], &echo].concat());
+    assert_eq!(text(&out.stdout), "[0]<stdout>: 7.5\n");
+    let out = hvdrun(&[&["-np", "1", "-x", "HVD_START_TIMEOUT=9"][..], &echo].concat());
+    assert_eq!(text(&out.stdout), "[0]<stdout>: 9\n", "-x wins");
+    let out = Command::new(HVDRUN)
+        .args(["-np", "1", "sh", "-c", "echo $HVD_START_TIMEOUT"])
+        .env("HVD_START_TIMEOUT", "11")
+        .output()
+        .unwrap();
+    assert_eq!(
+        text(&out.stdout),
+        "[0]<stdout>: 11\n",
+        "hvdrun's own environment wins over its default"
+    );
+}
+
+#[test]
 fn a_duration_past_ten_years_is_refused_before_any_rank_starts() {
     for (flag, value) in [("--grace", "1e19"), ("--start-timeout", "3.2e11")] {
         let out = hvdrun(&[flag, value, "-np", "1", "true"]);
@@ -323,7 +342,7 @@ fn a_rank_killed_by_a_signal_gives_128_plus_the_signal() {
 
 #[test]
 fn a_process_left_holding_a_ranks_output_does_not_hold_up_the_verdict() {
-    let marker = "30.0505";
+    let marker = "30.0606";
     let started = Instant::now();
     // Rank 0 leaves a process in a session of its own holding its stderr, then fails.
     let out = hvdrun(&[
@@ -569,7 +588,7 @@ fn a_job_that_ends_between_two_polls_still_says_every_rank_connected() {
 
 #[test]
 fn a_program_that_connects_without_the_runtime_still_checks_in() {
-    let mut args = vec!["-np", "2", "--start-timeout", "0.5"];
+    let mut args = vec!["-np", "2", "--start-timeout", "5"];
     let body = ranks_of("transport");
     args.extend(body.iter().map(String::as_str));
     let out = hvdrun(&args);

@@ -49,7 +49,7 @@ pub struct HorovodFlags {
     /// Training steps per autotune sample (HVD_AUTOTUNE_STEPS_PER_SAMPLE).
     #[arg(long, value_name = "N")]
     pub autotune_steps_per_sample: Option<u64>,
-    /// Refused: hvd's autotuner has no warm-up samples to skip.
+    /// Refused: hvd's autotuner always discards its first 3 samples.
     #[arg(long, value_name = "N")]
     pub autotune_warmup_samples: Option<String>,
     /// Refused: hvd's autotuner has no Bayesian-optimisation sample limit.
@@ -92,7 +92,9 @@ pub struct HorovodFlags {
     /// Refused: hvdrun tags each line with its rank and stream, not a time.
     #[arg(long)]
     pub prefix_output_with_timestamp: bool,
-    /// Use only TCP between the ranks, not shared memory (HVD_BACKEND=tcp).
+    /// Use the TCP transport, not shared memory, between the ranks of a host
+    /// (HVD_BACKEND=tcp); across hosts allreduces still go through shared memory within
+    /// each host unless HVD_HIERARCHICAL_ALLREDUCE=0.
     #[arg(long)]
     pub tcp: bool,
     /// Accepted: hvd's own transports (TCP between hosts, shared memory within one) are
@@ -116,7 +118,7 @@ pub struct HorovodFlags {
     pub mpi_threads_disable: bool,
     #[arg(long, hide = true)]
     pub no_mpi_threads_disable: bool,
-    /// Refused: the Python front has no NCCL path.
+    /// Refused: hvd runs NCCL on one stream of its own per rank.
     #[arg(long, value_name = "N")]
     pub num_nccl_streams: Option<String>,
     /// Refused: hvd does not pin its background threads.
@@ -214,7 +216,7 @@ impl HorovodFlags {
             (
                 self.autotune_warmup_samples.is_some(),
                 "--autotune-warmup-samples",
-                "hvd's autotuner has no warm-up samples to set (HVD_AUTOTUNE_STEPS_PER_SAMPLE sets its samples)",
+                "hvd's autotuner always discards its first 3 samples (HVD_AUTOTUNE_STEPS_PER_SAMPLE sets how many steps a sample is)",
             ),
             (
                 self.autotune_bayes_opt_max_samples.is_some(),
@@ -248,7 +250,7 @@ impl HorovodFlags {
             (
                 self.num_nccl_streams.is_some(),
                 "--num-nccl-streams",
-                "hvd's Python front has no NCCL path",
+                "hvd runs NCCL on one stream of its own per rank",
             ),
             (
                 self.thread_affinity.is_some(),

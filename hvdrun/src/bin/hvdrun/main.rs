@@ -146,6 +146,15 @@ fn run(cli: &Cli) -> Result<JobOutcome, String> {
         (None, None) => return Err("-np N is required: how many ranks to start".into()),
     };
     let mut env = cli.horovod.environment()?;
+    // The ranks wait for each other as long as hvdrun waits for them, unless this
+    // environment says otherwise; -x, after it, overrides both.
+    if ["HVD_START_TIMEOUT", "HOROVOD_START_TIMEOUT"]
+        .iter()
+        .all(|name| std::env::var_os(name).is_none())
+    {
+        let secs = seconds("start-timeout", cli.start_timeout)?.as_secs_f64();
+        env.push(("HVD_START_TIMEOUT".into(), secs.to_string()));
+    }
     env.extend(cli::exported(&cli.env)?);
     let output = match &cli.output_filename {
         Some(dir) => Output::Files(dir.clone()),
