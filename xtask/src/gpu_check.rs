@@ -274,11 +274,9 @@ fn download(package: &str, out: &Path) -> Result<(), String> {
 /// The hvd wheel, built into `out` with maturin from the Python environment.
 fn wheel(root: &Path, out: &Path) -> Result<(), String> {
     let path = crate::python::path_with(&crate::python::venv())?;
-    // build-wheel runs in hvd-python/: a relative folder would land the wheel there.
-    let out = std::path::absolute(out).map_err(|e| format!("{}: {e}", out.display()))?;
     let status = Command::new(root.join("hvd-python/build-wheel"))
         .arg("--out")
-        .arg(&out)
+        .arg(out)
         .env("PATH", path)
         .status()
         .map_err(|e| format!("cannot run hvd-python/build-wheel: {e}"))?;
