@@ -234,7 +234,12 @@ mod tests {
     fn a_script_whose_background_process_holds_its_output_is_named_in_time() {
         let dir = tempfile::tempdir().unwrap();
         let script = dir.path().join("hosts.sh");
-        std::fs::write(&script, "#!/bin/sh\nsleep 12.0707 &\necho localhost:2\n").unwrap();
+        // The sleep holds the script's output, not the test's own stderr.
+        std::fs::write(
+            &script,
+            "#!/bin/sh\nsleep 12.0707 2>/dev/null &\necho localhost:2\n",
+        )
+        .unwrap();
         std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .unwrap();
         let source = HostSource::Script {
