@@ -15,8 +15,7 @@ fn a_call_no_other_rank_makes_ends_the_job_naming_it() {
         // Rank 0 allreduces while rank 1 waits in a barrier: neither call can complete.
         // The rank (from Open MPI's or MPICH's variables) picks the timeout, which is set
         // before the group exists.
-        let rank = std::env::var("OMPI_COMM_WORLD_RANK").or_else(|_| std::env::var("PMI_RANK"));
-        let timeout = if rank.as_deref() == Ok("0") {
+        let timeout = if mpirun::is_rank_0() {
             Duration::from_secs(2)
         } else {
             Duration::from_secs(60)
@@ -34,25 +33,23 @@ fn a_call_no_other_rank_makes_ends_the_job_naming_it() {
         println!("UNREACHABLE: a call returned");
         return;
     }
-    let job = mpirun::job(
+    ended_by_the_watchdog(
         "a_call_no_other_rank_makes_ends_the_job_naming_it",
-        2,
-        &[],
-        Duration::from_secs(60),
+        "hvd-mpi: rank 0: allreduce of tensor 'grad.lonely' timed out after 2s waiting for every rank of the MPI communicator to make the same call",
     );
+}
+
+/// Runs `test` as 2 ranks and checks that the watchdog ended the job with `said`, well
+/// before the job's deadline and with no call returning.
+fn ended_by_the_watchdog(test: &str, said: &str) {
+    let job = mpirun::job(test, 2, &[], Duration::from_secs(60));
     assert!(
         job.status.is_some_and(|s| !s.success()) && !job.output.contains("UNREACHABLE"),
         "{:?}:\n{}",
         job.status,
         job.output
     );
-    assert!(
-        job.output.contains(
-            "hvd-mpi: rank 0: allreduce of tensor 'grad.lonely' timed out after 2s waiting for every rank of the MPI communicator to make the same call"
-        ),
-        "{}",
-        job.output
-    );
+    assert!(job.output.contains(said), "{}", job.output);
     assert!(job.took < Duration::from_secs(30), "took {:?}", job.took);
 }
 
@@ -99,8 +96,7 @@ fn an_mpi_error_comes_back_as_an_error_naming_the_call() {
 #[test]
 fn a_rank_that_never_starts_hvd_ends_the_job_naming_the_world() {
     if mpirun::rank_body() {
-        let rank = std::env::var("OMPI_COMM_WORLD_RANK").or_else(|_| std::env::var("PMI_RANK"));
-        if rank.as_deref() == Ok("0") {
+        if mpirun::is_rank_0() {
             let world =
                 MpiCollective::world(MpiConfig::default().with_timeout(Duration::from_secs(2)));
             println!("UNREACHABLE: the world was made: {}", world.is_ok());
@@ -112,24 +108,8 @@ fn a_rank_that_never_starts_hvd_ends_the_job_naming_the_world() {
         }
         return;
     }
-    let job = mpirun::job(
+    ended_by_the_watchdog(
         "a_rank_that_never_starts_hvd_ends_the_job_naming_the_world",
-        2,
-        &[],
-        Duration::from_secs(60),
+        "hvd-mpi: rank 0: connect of tensor 'MPI_COMM_WORLD' timed out after 2s waiting for every rank of the MPI communicator to make the same call",
     );
-    assert!(
-        job.status.is_some_and(|s| !s.success()) && !job.output.contains("UNREACHABLE"),
-        "{:?}:\n{}",
-        job.status,
-        job.output
-    );
-    assert!(
-        job.output.contains(
-            "hvd-mpi: rank 0: connect of tensor 'MPI_COMM_WORLD' timed out after 2s waiting for every rank of the MPI communicator to make the same call"
-        ),
-        "{}",
-        job.output
-    );
-    assert!(job.took < Duration::from_secs(30), "took {:?}", job.took);
 }

@@ -130,7 +130,7 @@ pub(crate) fn ready(
         let left = deadline.saturating_duration_since(Instant::now());
         match store.get(&ready_key(prefix, peer), left) {
             Ok(_) => {}
-            Err(Error::Store(_)) if Instant::now() >= deadline => {
+            Err(e) if hvd_core::store::timed_out(&e) => {
                 let absent = absent(store, size, |r| ready_key(prefix, r));
                 return Err(start_timeout(
                     rank,
@@ -161,7 +161,7 @@ pub(crate) fn exchange(
         let left = deadline.saturating_duration_since(Instant::now());
         let bytes = match store.get(&key(prefix, peer), left) {
             Ok(bytes) => bytes,
-            Err(Error::Store(_)) if Instant::now() >= deadline => {
+            Err(e) if hvd_core::store::timed_out(&e) => {
                 return Err(missing(store, prefix, rank, size, timeout));
             }
             Err(e) => return Err(e),
@@ -276,6 +276,18 @@ mod tests {
         }
     }
 
+    /// What rank 1 of `size` is told when rank 0 published `published` and the others
+    /// nothing, this rank being on shm.
+    fn exchange_error(published: &[u8], size: usize, timeout: Duration) -> String {
+        let store = Arc::new(MemoryStore::new());
+        store.set(&key("rdma", 0), published).unwrap();
+        let mine = record("shm", "a");
+        match exchange(store.as_ref(), "rdma", 1, size, &mine, timeout) {
+            Ok(_) => panic!("the exchange succeeded"),
+            Err(e) => e.to_string(),
+        }
+    }
+
     #[test]
     fn records_survive_the_store_with_binary_addresses() {
         let r = record("tcp;ofi_rxm", "node-1");
@@ -285,85 +297,41 @@ mod tests {
 
     #[test]
     fn a_rank_that_never_publishes_is_named() {
-        let store = Arc::new(MemoryStore::new());
-        store
-            .set(&key("rdma", 0), &record("shm", "a").encode())
-            .ok();
-        let error = exchange(
-            store.as_ref(),
-            "rdma",
-            1,
-            3,
-            &record("shm", "a"),
-            Duration::from_millis(50),
-        );
-        let text = error.map(|_| ()).map_err(|e| e.to_string());
         assert_eq!(
-            text,
-            Err("rank 1: connect of tensor 'rendezvous' timed out after 50ms waiting for rank 2 to publish its libfabric address under 'rdma/addr/<rank>'".into())
+            exchange_error(&record("shm", "a").encode(), 3, Duration::from_millis(50)),
+            "rank 1: connect of tensor 'rendezvous' timed out after 50ms waiting for rank 2 to publish its libfabric address under 'rdma/addr/<rank>'"
         );
     }
 
     #[test]
     fn an_address_no_provider_makes_is_refused_before_libfabric_reads_it() {
-        let store = Arc::new(MemoryStore::new());
-        let short = Record {
+        let empty = Record {
             address: Vec::new(),
             ..record("shm", "a")
         };
-        store.set(&key("rdma", 0), &short.encode()).ok();
-        let error = exchange(
-            store.as_ref(),
-            "rdma",
-            1,
-            2,
-            &record("shm", "a"),
-            Duration::from_secs(1),
-        );
-        let text = error.map(|_| ()).map_err(|e| e.to_string());
         assert_eq!(
-            text,
-            Err("rank 1: protocol error from rank 0: its libfabric address under 'rdma/addr/0' is 0 bytes (a provider's are 1 to 4096)".into())
+            exchange_error(&empty.encode(), 2, Duration::from_secs(1)),
+            "rank 1: protocol error from rank 0: its libfabric address under 'rdma/addr/0' is 0 bytes (a provider's are 1 to 4096)"
         );
     }
 
     #[test]
     fn ranks_on_different_providers_are_told_so() {
-        let store = Arc::new(MemoryStore::new());
-        store
-            .set(&key("rdma", 0), &record("tcp;ofi_rxm", "a").encode())
-            .ok();
-        let error = exchange(
-            store.as_ref(),
-            "rdma",
-            1,
-            2,
-            &record("shm", "a"),
-            Duration::from_secs(1),
-        );
-        let text = error.map(|_| ()).map_err(|e| e.to_string());
         assert_eq!(
-            text,
-            Err("Mismatched libfabric providers for tensor 'rdma endpoint': rank 1 has shm, rank 0 has tcp;ofi_rxm".into())
+            exchange_error(
+                &record("tcp;ofi_rxm", "a").encode(),
+                2,
+                Duration::from_secs(1)
+            ),
+            "Mismatched libfabric providers for tensor 'rdma endpoint': rank 1 has shm, rank 0 has tcp;ofi_rxm"
         );
     }
 
     #[test]
     fn a_record_that_is_not_ours_is_a_protocol_error_naming_the_rank() {
-        let store = Arc::new(MemoryStore::new());
-        store.set(&key("rdma", 0), b"not an address").ok();
-        let error = exchange(
-            store.as_ref(),
-            "rdma",
-            1,
-            2,
-            &record("shm", "a"),
-            Duration::from_secs(1),
-        );
-        let text = error.map(|_| ()).map_err(|e| e.to_string());
         assert_eq!(
-            text,
-            Err("rank 1: protocol error from rank 0: its address record under 'rdma/addr/0' is not an hvd-rdma record".into())
+            exchange_error(b"not an address", 2, Duration::from_secs(1)),
+            "rank 1: protocol error from rank 0: its address record under 'rdma/addr/0' is not an hvd-rdma record"
         );
     }
 

@@ -3,7 +3,9 @@
 use hvd_core::{Error, Result};
 
 use crate::allreduce::Part;
+use crate::config::MIN_SLOT_BYTES;
 use crate::copy::copy;
+use crate::layout::MAX_RANKS;
 use crate::lockstep::{Desc, Lockstep};
 use crate::op::{Call, Op};
 use hvd_core::schedule::blocks;
@@ -88,6 +90,9 @@ pub(crate) fn allgather(
     Ok(())
 }
 
+// Two sizes of 8 bytes for each rank fit the smallest slot at the most ranks.
+const _: () = assert!(16 * MAX_RANKS <= MIN_SLOT_BYTES);
+
 /// Checks the splits every rank put in its slot: the first pair, in rank order, where one
 /// rank sends other than the other expects. Every rank checks all of them alike, so all
 /// return the same error at the same step and the group stays in step.
@@ -137,15 +142,12 @@ pub(crate) fn alltoall(
         &input[send[rank].clone()],
     );
     let longest_sent = send.iter().map(|b| b.len()).max().unwrap_or(0);
-    // Every block's size, sent and expected, goes in the first step's slot (16 bytes a
-    // rank: 4 KiB at the most ranks, the smallest slot), so that a rank expecting other
-    // than what is sent to it is an error on every rank rather than bytes cut or stale.
-    let splits_fit = 16 * size <= steps.slot_bytes();
-    if splits_fit {
-        let slot = steps.slot_mut();
-        for (i, block) in send.iter().chain(receive).enumerate() {
-            slot[i * 8..i * 8 + 8].copy_from_slice(&(block.len() as u64).to_le_bytes());
-        }
+    // Every block's size, sent and expected, goes in the first step's slot, so that a
+    // rank expecting other than what is sent to it is an error on every rank rather than
+    // bytes cut or stale.
+    let slot = steps.slot_mut();
+    for (i, block) in send.iter().chain(receive).enumerate() {
+        slot[i * 8..i * 8 + 8].copy_from_slice(&(block.len() as u64).to_le_bytes());
     }
     steps.sync(
         &call,
@@ -154,9 +156,7 @@ pub(crate) fn alltoall(
             ..Desc::new(call.op, 0)
         },
     )?;
-    if splits_fit {
-        agreed_splits(steps, tensor)?;
-    }
+    agreed_splits(steps, tensor)?;
     let longest = (0..size).map(|p| steps.value(p)).max().unwrap_or(0);
     let count = usize::try_from(longest.div_ceil(region as u64)).unwrap_or(usize::MAX);
     for c in 0..count {

@@ -174,28 +174,20 @@ fn a_silent_peer_times_out_naming_the_rank_behind() {
 
 /// Ranks that pass different sizes or roots all get an error naming both ranks, and the
 /// group still works afterwards.
-#[test]
-fn mismatched_calls_are_named_on_every_rank_and_the_group_goes_on() {
-    let groups = connect_all("mismatch", 2, |_| ());
-    let outcomes: Vec<(String, String, i32)> = thread::scope(|scope| {
+/// `body` on every rank of `groups` at once, each in a thread; then a small allreduce on
+/// each, which must still work. Every rank's result, in rank order.
+fn then_the_group_goes_on<T: Send>(
+    groups: &[ShmCollective],
+    body: impl Fn(usize, &ShmCollective) -> T + Sync,
+) -> Vec<T> {
+    thread::scope(|scope| {
         let handles: Vec<_> = groups
             .iter()
             .enumerate()
             .map(|(rank, group)| {
+                let body = &body;
                 scope.spawn(move || {
-                    let mut x = vec![1.0f32; 10 * (rank + 1)];
-                    let sizes = group
-                        .allreduce(
-                            &mut [TensorMut::from_slice("x", &mut x)],
-                            Reduction::new(ReduceOp::Sum),
-                        )
-                        .unwrap_err()
-                        .to_string();
-                    let mut w = vec![0u8; 4];
-                    let roots = group
-                        .broadcast(&mut [TensorMut::from_slice("w", &mut w)], rank)
-                        .unwrap_err()
-                        .to_string();
+                    let outcome = body(rank, group);
                     let mut one = [1i32];
                     group
                         .allreduce(
@@ -203,67 +195,69 @@ fn mismatched_calls_are_named_on_every_rank_and_the_group_goes_on() {
                             Reduction::new(ReduceOp::Sum),
                         )
                         .unwrap();
-                    (sizes, roots, one[0])
+                    assert_eq!(one[0], groups.len() as i32, "rank {rank}");
+                    outcome
                 })
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+#[test]
+fn mismatched_calls_are_named_on_every_rank_and_the_group_goes_on() {
+    let groups = connect_all("mismatch", 2, |_| ());
+    let outcomes = then_the_group_goes_on(&groups, |rank, group| {
+        let mut x = vec![1.0f32; 10 * (rank + 1)];
+        let sizes = group
+            .allreduce(
+                &mut [TensorMut::from_slice("x", &mut x)],
+                Reduction::new(ReduceOp::Sum),
+            )
+            .unwrap_err()
+            .to_string();
+        let mut w = vec![0u8; 4];
+        let roots = group
+            .broadcast(&mut [TensorMut::from_slice("w", &mut w)], rank)
+            .unwrap_err()
+            .to_string();
+        (sizes, roots)
     });
     assert_eq!(
-        outcomes[0],
-        (
-            "Mismatched sizes in bytes for tensor 'x': rank 0 has 40, rank 1 has 80".into(),
-            "Mismatched operations for tensor 'w': rank 0 has broadcast from root 0, rank 1 has broadcast from root 1".into(),
-            2
-        )
-    );
-    assert_eq!(
-        outcomes[1],
-        (
-            "Mismatched sizes in bytes for tensor 'x': rank 1 has 80, rank 0 has 40".into(),
-            "Mismatched operations for tensor 'w': rank 1 has broadcast from root 1, rank 0 has broadcast from root 0".into(),
-            2
-        )
+        outcomes,
+        [
+            (
+                "Mismatched sizes in bytes for tensor 'x': rank 0 has 40, rank 1 has 80".to_string(),
+                "Mismatched operations for tensor 'w': rank 0 has broadcast from root 0, rank 1 has broadcast from root 1".to_string(),
+            ),
+            (
+                "Mismatched sizes in bytes for tensor 'x': rank 1 has 80, rank 0 has 40".to_string(),
+                "Mismatched operations for tensor 'w': rank 1 has broadcast from root 1, rank 0 has broadcast from root 0".to_string(),
+            ),
+        ]
     );
 }
 
 #[test]
 fn alltoall_splits_that_disagree_are_named_on_every_rank_and_the_group_goes_on() {
     let groups = connect_all("splits", 2, |_| ());
-    let outcomes: Vec<(String, i32)> = thread::scope(|scope| {
-        let handles: Vec<_> = groups
-            .iter()
-            .enumerate()
-            .map(|(rank, group)| {
-                scope.spawn(move || {
-                    // Rank 0 sends rank 1 four bytes; rank 1 expects six.
-                    let recv = if rank == 1 { [6, 4] } else { [4, 4] };
-                    let input = vec![rank as u8; 8];
-                    let mut output = vec![0u8; recv.iter().sum()];
-                    let split = group
-                        .alltoall(
-                            &Tensor::from_slice("a2a", &input),
-                            &[4, 4],
-                            &mut TensorMut::from_slice("a2a", &mut output),
-                            &recv,
-                        )
-                        .unwrap_err()
-                        .to_string();
-                    let mut one = [1i32];
-                    group
-                        .allreduce(
-                            &mut [TensorMut::from_slice("one", &mut one)],
-                            Reduction::new(ReduceOp::Sum),
-                        )
-                        .unwrap();
-                    (split, one[0])
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    let outcomes = then_the_group_goes_on(&groups, |rank, group| {
+        // Rank 0 sends rank 1 four bytes; rank 1 expects six.
+        let recv = if rank == 1 { [6, 4] } else { [4, 4] };
+        let input = vec![rank as u8; 8];
+        let mut output = vec![0u8; recv.iter().sum()];
+        group
+            .alltoall(
+                &Tensor::from_slice("a2a", &input),
+                &[4, 4],
+                &mut TensorMut::from_slice("a2a", &mut output),
+                &recv,
+            )
+            .unwrap_err()
+            .to_string()
     });
     let named = "Mismatched alltoall splits for tensor 'a2a': rank 0 has 4 bytes for rank 1, rank 1 has room for 6 bytes from rank 0";
-    assert_eq!(outcomes, [(named.into(), 2), (named.into(), 2)]);
+    assert_eq!(outcomes, [named, named]);
 }
 
 /// A crashed job's record and segment are in the store when a new job starts in it: the

@@ -13,6 +13,15 @@ pub fn rank_body() -> bool {
     std::env::var_os("OMPI_COMM_WORLD_SIZE").is_some() || std::env::var_os("PMI_SIZE").is_some()
 }
 
+/// True in rank 0 of the job, from the launcher's variables (Open MPI's or MPICH's):
+/// for what must be decided before hvd knows the rank.
+// Not every test binary that includes this module asks.
+#[allow(dead_code)]
+pub fn is_rank_0() -> bool {
+    let rank = std::env::var("OMPI_COMM_WORLD_RANK").or_else(|_| std::env::var("PMI_RANK"));
+    rank.as_deref() == Ok("0")
+}
+
 /// What a finished job left: its exit status (None: killed at the deadline) and the
 /// output of every rank and of mpirun, interleaved.
 pub struct Outcome {

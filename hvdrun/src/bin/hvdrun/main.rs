@@ -145,6 +145,7 @@ fn run(cli: &Cli) -> Result<JobOutcome, String> {
             .map_err(|_| "the hosts have more slots than hvdrun can start: give -np N")?,
         (None, None) => return Err("-np N is required: how many ranks to start".into()),
     };
+    let start_timeout = seconds("start-timeout", cli.start_timeout)?;
     let mut env = cli.horovod.environment()?;
     // The ranks wait for each other as long as hvdrun waits for them, unless this
     // environment says otherwise; -x, after it, overrides both.
@@ -152,8 +153,8 @@ fn run(cli: &Cli) -> Result<JobOutcome, String> {
         .iter()
         .all(|name| std::env::var_os(name).is_none())
     {
-        let secs = seconds("start-timeout", cli.start_timeout)?.as_secs_f64();
-        env.push(("HVD_START_TIMEOUT".into(), secs.to_string()));
+        let secs = start_timeout.as_secs_f64().to_string();
+        env.push(("HVD_START_TIMEOUT".into(), secs));
     }
     env.extend(cli::exported(&cli.env)?);
     let output = match &cli.output_filename {
@@ -164,7 +165,7 @@ fn run(cli: &Cli) -> Result<JobOutcome, String> {
         .ssh(ssh(cli))
         .output(output)
         .grace(seconds("grace", cli.grace)?)
-        .start_timeout(seconds("start-timeout", cli.start_timeout)?)
+        .start_timeout(start_timeout)
         .handle_interrupts()
         .progress("hvdrun");
     if cli.verbose {
